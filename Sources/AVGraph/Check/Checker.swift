@@ -1,0 +1,444 @@
+import Foundation
+
+/// `avgraph check`: every rule of PIPE-FORMAT.md, all mistakes of a file in one pass.
+/// A later stage skips what an earlier stage already refused, so one mistake gives one
+/// diagnostic, not a cascade.
+public struct Checker {
+    public let registry: NodeRegistry
+    public var overrides: [OptionOverride] = []
+
+    public init(registry: NodeRegistry, overrides: [OptionOverride] = []) {
+        self.registry = registry
+        self.overrides = overrides
+    }
+
+    static let topLevelKeys = ["pipeline", "realtime", "duration", "memory-limit", "control", "plugins", "nodes"]
+    static let nodeKeys = ["type", "in", "queue"]
+
+    public func check(path: String, displayName: String? = nil) -> CheckedPipeline {
+        let shown = displayName ?? path
+        let (root, loadDiagnostics) = PipeLoader.load(path: path, displayName: shown)
+        let base = ((path as NSString).deletingLastPathComponent as NSString).isEqual(to: "") ? "." : (path as NSString).deletingLastPathComponent
+        let stem = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
+        var result = CheckedPipeline(file: shown, baseDirectory: PathResolver.resolve(base, relativeTo: FileManager.default.currentDirectoryPath),
+                                     settings: PipelineSettings(name: stem), nodes: [], diagnostics: loadDiagnostics)
+        guard let root else { return result }
+        var pass = Pass(checker: self, file: shown, result: result)
+        pass.run(root)
+        result = pass.result
+        result.diagnostics.sort { ($0.location, $0.severity) < ($1.location, $1.severity) }
+        return result
+    }
+}
+
+private struct Pass {
+    let checker: Checker
+    let file: String
+    var result: CheckedPipeline
+    /// Nodes whose own definition failed: their dependents are not checked further.
+    var broken: Set<String> = []
+    var rawNodes: [(name: String, location: SourceLocation, body: PipeValue)] = []
+    var inValues: [String: PipeValue] = [:]
+
+    init(checker: Checker, file: String, result: CheckedPipeline) {
+        self.checker = checker
+        self.file = file
+        self.result = result
+    }
+
+    mutating func error(_ at: SourceLocation, _ message: String, hint: String? = nil) {
+        result.diagnostics.append(.error(at, message, hint: hint))
+    }
+
+    mutating func warning(_ at: SourceLocation, _ message: String, hint: String? = nil) {
+        result.diagnostics.append(.warning(at, message, hint: hint))
+    }
+
+    mutating func run(_ root: PipeValue) {
+        guard let top = root.entries else {
+            error(root.location, "a .pipe file must be a mapping with 'nodes:', got \(root.shown)")
+            return
+        }
+        var nodesValue: PipeValue?
+        for e in top {
+            switch e.key {
+            case "nodes": nodesValue = e.value
+            case "pipeline":
+                if let s = e.value.scalar, !s.isEmpty, s.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) {
+                    result.settings.name = s
+                } else {
+                    error(e.value.location, "pipeline name must be a word of letters, digits, '-', '_' or '.', got \(e.value.shown)")
+                }
+            case "realtime":
+                if case .bool(let b)? = parse(e.value, .bool) { result.settings.realtime = b }
+            case "duration":
+                if case .duration(let d)? = parse(e.value, .duration(0.001...1e7)) { result.settings.duration = d }
+            case "memory-limit":
+                if case .int(let b)? = parse(e.value, .byteSize(1_000_000...1 << 40)) { result.settings.memoryLimit = b }
+            case "control":
+                if case .string(let s)? = parse(e.value, .path(mustExist: false)) { result.settings.control = PathResolver.resolve(s, relativeTo: result.baseDirectory) }
+            case "plugins":
+                if let list = e.value.list {
+                    for item in list {
+                        if let s = item.scalar { result.settings.plugins.append(PathResolver.resolve(s, relativeTo: result.baseDirectory)) } else { error(item.location, "a plugin must be a path, got \(item.shown)") }
+                    }
+                } else { error(e.value.location, "'plugins' must be a list of paths, got \(e.value.shown)") }
+            default:
+                error(e.keyLocation, "unknown top-level key '\(e.key)'",
+                      hint: Suggest.hint(for: e.key, in: Checker.topLevelKeys) ?? "known keys: \(Checker.topLevelKeys.joined(separator: ", "))")
+            }
+        }
+        guard let nodesValue else {
+            error(root.location, "missing 'nodes:'", hint: "a pipeline lists its nodes under 'nodes:'")
+            return
+        }
+        guard let nodeEntries = nodesValue.entries else {
+            error(nodesValue.location, "'nodes' must be a mapping of node name to node, got \(nodesValue.shown)")
+            return
+        }
+        if nodeEntries.isEmpty { error(nodesValue.location, "'nodes' is empty") }
+        for e in nodeEntries { defineNode(e) }
+        applyOverrides()
+        connect()
+        if !findCycles() { negotiate() }
+        warnUnused()
+    }
+
+    func parse(_ value: PipeValue, _ type: OptionType) -> OptionValue? {
+        do { return try type.parse(value) } catch { return nil }
+    }
+
+    mutating func parseReporting(_ value: PipeValue, _ type: OptionType, what: String) -> OptionValue? {
+        do { return try type.parse(value) } catch {
+            result.diagnostics.append(.error(error.at ?? value.location, "\(what): \(error.message)", hint: error.hint))
+            return nil
+        }
+    }
+
+    static func validName(_ s: String) -> Bool {
+        guard let f = s.first, f.isASCII, f.isLowercase else { return false }
+        return s.allSatisfy { ($0.isASCII && ($0.isLowercase || $0.isNumber)) || $0 == "_" || $0 == "-" }
+    }
+
+    mutating func defineNode(_ e: PipeEntry) {
+        let name = e.key
+        if !Pass.validName(name) {
+            error(e.keyLocation, "node name '\(name)' is not valid", hint: "names are lowercase letters, digits, '_' and '-', starting with a letter")
+            broken.insert(name)
+        }
+        guard let body = e.value.entries else {
+            error(e.value.location, "node '\(name)' must be a mapping with 'type:', got \(e.value.shown)",
+                  hint: "write it like \(name): {type: testsrc}")
+            broken.insert(name)
+            return
+        }
+        guard let typeEntry = body.first(where: { $0.key == "type" }) else {
+            error(e.keyLocation, "node '\(name)' has no 'type'", hint: "add type: with one of `avgraph inspect`'s node types")
+            broken.insert(name)
+            return
+        }
+        guard let typeName = typeEntry.value.scalar, let type = checker.registry[typeName] else {
+            error(typeEntry.value.location, "unknown node type \(typeEntry.value.shown)",
+                  hint: Suggest.hint(for: typeEntry.value.scalar ?? "", in: checker.registry.names) ?? "`avgraph inspect` lists the node types")
+            broken.insert(name)
+            return
+        }
+        var node = CheckedNode(name: name, type: type, location: e.keyLocation, typeLocation: typeEntry.value.location,
+                               options: OptionValues(), optionLocations: [:], inputs: [], inLocation: nil, outputs: [], queue: nil)
+        var optionsOK = true
+        for entry in body where entry.key != "type" {
+            switch entry.key {
+            case "in":
+                node.inLocation = entry.value.location
+                inValues[name] = entry.value
+            case "queue":
+                node.queue = parseQueue(entry.value)
+            default:
+                guard let spec = type.option(entry.key) else {
+                    error(entry.keyLocation, "unknown option '\(entry.key)' for node '\(name)' (\(typeName))",
+                          hint: Suggest.hint(for: entry.key, in: type.options.map(\.name) + Checker.nodeKeys)
+                            ?? "`avgraph inspect \(typeName)` lists its options")
+                    optionsOK = false
+                    continue
+                }
+                node.optionLocations[spec.name] = entry.value.location
+                if let v = parseReporting(entry.value, spec.type, what: "option '\(spec.name)' of '\(name)'") {
+                    node.options[spec.name] = v
+                    checkFile(spec, v, entry.value.location, node: name)
+                } else { optionsOK = false }
+            }
+        }
+        for spec in type.options where node.options[spec.name] == nil {
+            if let d = spec.defaultText {
+                var t = spec.type
+                if case .path = t { t = .path(mustExist: false) }
+                node.options[spec.name] = try? t.parse(.scalar(d, e.keyLocation))
+            }
+        }
+        if !optionsOK { broken.insert(name) }
+        result.nodes.append(node)
+    }
+
+    mutating func checkFile(_ spec: OptionSpec, _ v: OptionValue, _ at: SourceLocation, node: String) {
+        guard case .path(mustExist: true) = spec.type, case .string(let p) = v else { return }
+        let resolved = PathResolver.resolve(p, relativeTo: result.baseDirectory)
+        var isDir: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDir) {
+            error(at, "file not found: '\(p)' (option '\(spec.name)' of '\(node)')", hint: "looked for \(resolved); paths are relative to the .pipe file")
+        } else if isDir.boolValue {
+            error(at, "'\(p)' is a folder, not a file (option '\(spec.name)' of '\(node)')")
+        } else if !FileManager.default.isReadableFile(atPath: resolved) {
+            error(at, "file '\(p)' cannot be read (option '\(spec.name)' of '\(node)')")
+        }
+    }
+
+    mutating func parseQueue(_ v: PipeValue) -> QueueSpec? {
+        guard let entries = v.entries else {
+            error(v.location, "'queue' must be a mapping like {size: 8, policy: drop-oldest}, got \(v.shown)")
+            return nil
+        }
+        var q = QueueSpec(size: 8, policy: nil)
+        for e in entries {
+            switch e.key {
+            case "size":
+                if case .int(let n)? = parseReporting(e.value, .int(1...1000), what: "queue size") { q.size = n }
+            case "policy":
+                if case .string(let s)? = parseReporting(e.value, .choice(QueuePolicy.allCases.map(\.rawValue)), what: "queue policy") {
+                    q.policy = QueuePolicy(rawValue: s)
+                }
+            default:
+                error(e.keyLocation, "unknown queue key '\(e.key)'", hint: Suggest.hint(for: e.key, in: ["size", "policy"]) ?? "use size and policy")
+            }
+        }
+        return q
+    }
+
+    mutating func applyOverrides() {
+        for (i, o) in checker.overrides.enumerated() {
+            let at = SourceLocation(file: "--set", line: i + 1, column: 1)
+            guard let idx = result.nodes.firstIndex(where: { $0.name == o.node }) else {
+                if !broken.contains(o.node) {
+                    error(at, "--set \(o.node).\(o.option): no node named '\(o.node)'", hint: Suggest.hint(for: o.node, in: result.nodes.map(\.name)))
+                }
+                continue
+            }
+            let type = result.nodes[idx].type
+            guard let spec = type.option(o.option) else {
+                error(at, "--set \(o.node).\(o.option): unknown option '\(o.option)' for \(type.typeName)",
+                      hint: Suggest.hint(for: o.option, in: type.options.map(\.name)))
+                continue
+            }
+            let (value, diags) = PipeLoader.parse(data: Data(o.value.utf8), file: "--set")
+            guard let value, diags.isEmpty else {
+                error(at, "--set \(o.node).\(o.option): cannot read value '\(o.value)'")
+                continue
+            }
+            if let v = parseReporting(relocated(value, at), spec.type, what: "--set \(o.node).\(o.option)") {
+                result.nodes[idx].options[spec.name] = v
+                checkFile(spec, v, at, node: o.node)
+            } else { broken.insert(o.node) }
+        }
+    }
+
+    func relocated(_ v: PipeValue, _ at: SourceLocation) -> PipeValue {
+        switch v {
+        case .scalar(let s, _): return .scalar(s, at)
+        case .list(let l, _): return .list(l.map { relocated($0, at) }, at)
+        case .map(let m, _): return .map(m.map { PipeEntry(key: $0.key, keyLocation: at, value: relocated($0.value, at)) }, at)
+        }
+    }
+
+    // MARK: edges
+
+    mutating func connect() {
+        let names = result.nodes.map(\.name) + Array(broken)
+        for idx in result.nodes.indices {
+            let node = result.nodes[idx]
+            let type = node.type
+            guard let inValue = inValues[node.name] else { continue }
+            if type.inputs.isEmpty {
+                error(inValue.location, "node '\(node.name)' (\(type.typeName)) is a source and takes no inputs", hint: "remove 'in:'")
+                broken.insert(node.name)
+                continue
+            }
+            var refs: [(pad: String?, ref: String, at: SourceLocation)] = []
+            switch inValue {
+            case .scalar(let s, let at): refs.append((nil, s, at))
+            case .list(let items, _):
+                for item in items {
+                    if let s = item.scalar { refs.append((nil, s, item.location)) } else { error(item.location, "an input must be a node name, got \(item.shown)") }
+                }
+            case .map(let entries, _):
+                for e in entries {
+                    guard type.inputs.contains(where: { $0.name == e.key }) else {
+                        error(e.keyLocation, "node '\(node.name)' (\(type.typeName)) has no input pad '\(e.key)'",
+                              hint: Suggest.hint(for: e.key, in: type.inputs.map(\.name)) ?? "its inputs: \(type.inputs.map(\.name).joined(separator: ", "))")
+                        continue
+                    }
+                    if let s = e.value.scalar { refs.append((e.key, s, e.value.location)) } else if let l = e.value.list {
+                        for item in l { if let s = item.scalar { refs.append((e.key, s, item.location)) } }
+                    }
+                }
+            }
+            var connections: [Connection] = []
+            for r in refs {
+                var upstream = r.ref
+                var outPad: String?
+                if let dot = r.ref.firstIndex(of: ".") {
+                    upstream = String(r.ref[..<dot])
+                    outPad = String(r.ref[r.ref.index(after: dot)...])
+                }
+                if upstream == node.name {
+                    error(r.at, "node '\(node.name)' takes its own output as input (a cycle)")
+                    continue
+                }
+                guard let up = result.nodes.first(where: { $0.name == upstream }) else {
+                    if !broken.contains(upstream) {
+                        error(r.at, "unknown upstream node '\(upstream)' in the inputs of '\(node.name)'",
+                              hint: Suggest.hint(for: upstream, in: names.filter { $0 != node.name }))
+                    }
+                    continue
+                }
+                let outs = up.type.outputs
+                if outs.isEmpty {
+                    error(r.at, "'\(upstream)' (\(up.type.typeName)) is a sink and has no outputs to feed '\(node.name)'")
+                    continue
+                }
+                var outIndex: Int
+                if let outPad {
+                    guard let i = outs.firstIndex(where: { $0.name == outPad }) else {
+                        error(r.at, "node '\(upstream)' (\(up.type.typeName)) has no output pad '\(outPad)'",
+                              hint: Suggest.hint(for: outPad, in: outs.map(\.name)) ?? "its outputs: \(outs.map(\.name).joined(separator: ", "))")
+                        continue
+                    }
+                    outIndex = i
+                } else if outs.count == 1 {
+                    outIndex = 0
+                } else {
+                    let padKinds = r.pad.flatMap { p in type.inputs.first { $0.name == p }?.kinds } ?? Set(type.inputs.flatMap(\.kinds))
+                    let fitting = outs.indices.filter { !outs[$0].kinds.isDisjoint(with: padKinds) }
+                    guard fitting.count == 1 else {
+                        error(r.at, "'\(upstream)' has several outputs (\(outs.map(\.name).joined(separator: ", "))); which one feeds '\(node.name)'?",
+                              hint: "write \(outs.map { "'\(upstream).\($0.name)'" }.joined(separator: " or "))")
+                        continue
+                    }
+                    outIndex = fitting[0]
+                }
+                let outKinds = outs[outIndex].kinds
+                // Which pad of ours: the named one, else the first whose kinds fit.
+                let pad: PadSpec?
+                if let p = r.pad { pad = type.inputs.first { $0.name == p } } else {
+                    pad = type.inputs.first { spec in !spec.kinds.isDisjoint(with: outKinds) && (spec.variadic || !connections.contains { c in c.pad == spec.name }) }
+                        ?? type.inputs.first
+                }
+                guard let pad else { continue }
+                if pad.kinds.isDisjoint(with: outKinds) {
+                    let gives = MediaKind.allCases.filter { outKinds.contains($0) }.map(\.rawValue).joined(separator: " or ")
+                    var hint: String?
+                    if type.outputs.isEmpty && outKinds.contains(.rawVideo) { hint = "encode it first: add a node like {type: h264, in: \(r.ref)}" }
+                    if type.outputs.isEmpty && outKinds.contains(.rawAudio) { hint = "encode it first: add a node like {type: aac, in: \(r.ref)}" }
+                    error(r.at, "media kind mismatch: input '\(pad.name)' of '\(node.name)' (\(type.typeName)) takes \(pad.kindsText), but '\(r.ref)' gives \(gives)", hint: hint)
+                    continue
+                }
+                if !pad.variadic, connections.contains(where: { $0.pad == pad.name }) {
+                    error(r.at, "input '\(pad.name)' of '\(node.name)' (\(type.typeName)) takes one connection; '\(r.ref)' is one too many")
+                    continue
+                }
+                if connections.contains(where: { $0.from == upstream && $0.fromOutput == outIndex }) {
+                    error(r.at, "'\(r.ref)' is connected to '\(node.name)' twice")
+                    continue
+                }
+                connections.append(Connection(pad: pad.name, from: upstream, fromOutput: outIndex, location: r.at, format: nil))
+            }
+            result.nodes[idx].inputs = connections
+        }
+        for node in result.nodes where !node.type.inputs.isEmpty && !broken.contains(node.name) {
+            let connectedOrTried = inValues[node.name] != nil
+            for pad in node.type.inputs where pad.required && !node.inputs.contains(where: { $0.pad == pad.name }) {
+                if connectedOrTried && node.inputs.count < refsCount(node.name) { continue }
+                error(node.inLocation ?? node.location, "input '\(pad.name)' of '\(node.name)' (\(node.type.typeName)) is not connected",
+                      hint: "add in: with an upstream node that gives \(pad.kindsText)")
+            }
+        }
+    }
+
+    func refsCount(_ name: String) -> Int {
+        switch inValues[name] {
+        case .scalar?: return 1
+        case .list(let l, _)?: return l.count
+        case .map(let m, _)?: return m.count
+        default: return 0
+        }
+    }
+
+    /// Reports each cycle once, at the 'in' of the node where it closes. True when one was found.
+    mutating func findCycles() -> Bool {
+        var state: [String: Int] = [:]  // 1 visiting, 2 done
+        var found = false
+        let byName = Dictionary(uniqueKeysWithValues: result.nodes.map { ($0.name, $0) })
+        func visit(_ n: String, _ path: [String]) {
+            guard let node = byName[n] else { return }
+            state[n] = 1
+            for c in node.inputs {
+                if state[c.from] == 1 {
+                    let cycle = (path + [n]).drop { $0 != c.from } + [c.from]
+                    error(c.location, "cycle: \(cycle.reversed().joined(separator: " -> "))", hint: "a pipeline is a graph without loops")
+                    found = true
+                } else if state[c.from] == nil {
+                    visit(c.from, path + [n])
+                }
+            }
+            state[n] = 2
+        }
+        for n in result.nodes where state[n.name] == nil { visit(n.name, []) }
+        return found
+    }
+
+    /// Topological order, then each node's format rule with the formats of its inputs.
+    mutating func negotiate() {
+        var done: Set<String> = []
+        var progress = true
+        while progress {
+            progress = false
+            for idx in result.nodes.indices where !done.contains(result.nodes[idx].name) {
+                let node = result.nodes[idx]
+                guard node.inputs.allSatisfy({ done.contains($0.from) }) else { continue }
+                done.insert(node.name)
+                progress = true
+                if broken.contains(node.name) || node.inputs.contains(where: { broken.contains($0.from) }) {
+                    broken.insert(node.name)
+                    continue
+                }
+                var inputs: [Negotiation.Input] = []
+                for (ci, c) in node.inputs.enumerated() {
+                    guard let up = result.node(c.from), c.fromOutput < up.outputs.count else { continue }
+                    let f = up.outputs[c.fromOutput]
+                    result.nodes[idx].inputs[ci].format = f
+                    inputs.append(.init(pad: c.pad, from: c.from, format: f))
+                }
+                let n = Negotiation(nodeName: node.name, options: node.options, inputs: inputs,
+                                    baseDirectory: result.baseDirectory, realtime: result.realtime)
+                do {
+                    result.nodes[idx].outputs = try node.type.negotiate(n)
+                } catch {
+                    let at = error.option.flatMap { node.optionLocations[$0] } ?? node.inLocation ?? node.typeLocation
+                    self.error(at, "'\(node.name)' (\(node.type.typeName)): \(error.message)", hint: error.hint)
+                    broken.insert(node.name)
+                }
+            }
+        }
+    }
+
+    mutating func warnUnused() {
+        let used = Set(result.nodes.flatMap { $0.inputs.map { "\($0.from).\($0.fromOutput)" } })
+        for node in result.nodes where !node.type.outputs.isEmpty && !broken.contains(node.name) {
+            let unused = node.type.outputs.indices.filter { !used.contains("\(node.name).\($0)") }
+            if unused.count == node.type.outputs.count {
+                warning(node.location, "the output of '\(node.name)' goes nowhere", hint: "connect it to a node, or remove the node")
+            }
+        }
+        if !result.nodes.contains(where: { $0.type.outputs.isEmpty }) && !result.nodes.isEmpty && result.isValid {
+            warning(result.nodes[0].location, "the pipeline has no sink: nothing will be written", hint: "add a 'file' or 'null' node")
+        }
+    }
+}

@@ -1,0 +1,114 @@
+/// What the format rule of a node type sees: its options and the formats arriving on its inputs.
+public struct Negotiation: Sendable {
+    public struct Input: Sendable {
+        public var pad: String
+        /// The upstream node's name (how `mixer`'s `gain: {mic: 1.5}` names it).
+        public var from: String
+        public var format: StreamFormat
+    }
+
+    public var nodeName: String
+    public var options: OptionValues
+    public var inputs: [Input]
+    /// The folder of the `.pipe` file, for resolving relative paths.
+    public var baseDirectory: String
+    public var realtime: Bool
+
+    public init(nodeName: String, options: OptionValues, inputs: [Input], baseDirectory: String, realtime: Bool) {
+        self.nodeName = nodeName
+        self.options = options
+        self.inputs = inputs
+        self.baseDirectory = baseDirectory
+        self.realtime = realtime
+    }
+
+    public func inputs(on pad: String) -> [Input] { inputs.filter { $0.pad == pad } }
+    public func format(on pad: String) -> StreamFormat? { inputs(on: pad).first?.format }
+
+    /// A path option resolved against the `.pipe` file's folder.
+    public func path(_ option: String) -> String? {
+        options.string(option).map { PathResolver.resolve($0, relativeTo: baseDirectory) }
+    }
+}
+
+/// A format rule's refusal: `check` reports it at the named option (or at the node's inputs).
+public struct NegotiationError: Error, Sendable {
+    public var message: String
+    public var option: String?
+    public var hint: String?
+
+    public init(_ message: String, option: String? = nil, hint: String? = nil) {
+        self.message = message
+        self.option = option
+        self.hint = hint
+    }
+}
+
+/// Everything a node instance is built from: the checked options and the negotiated formats.
+public struct NodeSetup: Sendable {
+    public var name: String
+    public var options: OptionValues
+    public var inputs: [Negotiation.Input]
+    public var outputs: [StreamFormat]
+    public var baseDirectory: String
+    public var realtime: Bool
+    public var duration: Double?
+
+    public func path(_ option: String) -> String? {
+        options.string(option).map { PathResolver.resolve($0, relativeTo: baseDirectory) }
+    }
+}
+
+/// A node type. Its static members are its contract, known to `check` and `inspect` before
+/// anything runs (MediaPipe's `GetContract`); its instance methods process media, each call
+/// made by the one thread that runs the node (SwiftNIO's handler: the pipeline owns threads
+/// and order, the node owns one concern).
+public protocol Node: AnyObject {
+    /// The name written as `type:` in a `.pipe` file.
+    static var typeName: String { get }
+    static var summary: String { get }
+    static var inputs: [PadSpec] { get }
+    static var outputs: [PadSpec] { get }
+    static var options: [OptionSpec] { get }
+
+    /// The format rule: one output format per output pad, or a refusal.
+    static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
+
+    init(_ setup: NodeSetup) throws
+
+    /// Sources: make the next media and emit it; false at the end of the stream.
+    func produce(_ out: Outlet) throws -> Bool
+    /// Filters and sinks: one buffer arrived on input connection `input` (an index into `setup.inputs`).
+    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws
+    /// Whether the node wants more from input `input` now (a mixer holds back an input that runs ahead).
+    func wantsInput(_ input: Int) -> Bool
+    /// Realtime runs: called at least every few tens of milliseconds, so a node can emit on the clock.
+    func tick(_ out: Outlet) throws
+    /// An input reached its end.
+    func inputEnded(_ input: Int, _ out: Outlet) throws
+    /// Every input ended (or the run stops): flush and finalize.
+    func finish(_ out: Outlet) throws
+    /// The run failed elsewhere: keep what can be kept (a sink still finalizes its file).
+    func abort()
+    /// A live option change; takes effect on the next frame or block.
+    func set(option: String, to value: OptionValue) throws
+}
+
+extension Node {
+    public static var outputs: [PadSpec] { [] }
+    public static var inputs: [PadSpec] { [] }
+    public func produce(_ out: Outlet) throws -> Bool { false }
+    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {}
+    public func wantsInput(_ input: Int) -> Bool { true }
+    public func tick(_ out: Outlet) throws {}
+    public func inputEnded(_ input: Int, _ out: Outlet) throws {}
+    public func finish(_ out: Outlet) throws {}
+    public func abort() {}
+    public func set(option: String, to value: OptionValue) throws {
+        throw MediaError("option '\(option)' cannot be changed while running")
+    }
+
+    public static var isSource: Bool { inputs.isEmpty }
+    public static var isSink: Bool { outputs.isEmpty }
+    public static func option(_ name: String) -> OptionSpec? { options.first { $0.name == name } }
+}

@@ -1,0 +1,81 @@
+import CFFmpeg
+
+/// One reference to a raw video picture or audio block in an FFmpeg `AVFrame`.
+/// Passing it on passes the reference; `ref()` makes a second header over the same buffers.
+/// A frame handed downstream is never written again, which is what makes sharing it safe.
+public final class Frame: @unchecked Sendable {
+    public let av: UnsafeMutablePointer<AVFrame>
+    public var timeBase: Rational
+    public var orientation: Orientation
+
+    public init(owning av: UnsafeMutablePointer<AVFrame>, timeBase: Rational, orientation: Orientation = .up) {
+        self.av = av
+        self.timeBase = timeBase
+        self.orientation = orientation
+    }
+
+    /// An empty frame header (no buffers yet).
+    public convenience init(timeBase: Rational) {
+        self.init(owning: av_frame_alloc(), timeBase: timeBase)
+    }
+
+    deinit {
+        var p: UnsafeMutablePointer<AVFrame>? = av
+        av_frame_free(&p)
+    }
+
+    /// A new header that shares this frame's buffers (no pixels or samples copied).
+    public func ref() -> Frame {
+        Frame(owning: av_frame_clone(av), timeBase: timeBase, orientation: orientation)
+    }
+
+    public var pts: Int64 {
+        get { av.pointee.pts }
+        set { av.pointee.pts = newValue }
+    }
+
+    /// Presentation time in microseconds.
+    public var time: Int64 { Rational.rescale(pts, from: timeBase, to: Rational(1, 1_000_000)) }
+    public var seconds: Double { Double(pts) * timeBase.double }
+
+    public var width: Int { Int(av.pointee.width) }
+    public var height: Int { Int(av.pointee.height) }
+    public var sampleCount: Int { Int(av.pointee.nb_samples) }
+    public var sampleRate: Int { Int(av.pointee.sample_rate) }
+    public var channels: Int { Int(av.pointee.ch_layout.nb_channels) }
+
+    /// Duration in microseconds: one sample block, or 0 for pictures (their duration is the rate's).
+    public var duration: Int64 {
+        if sampleCount > 0 && sampleRate > 0 { return Int64(sampleCount) * 1_000_000 / Int64(sampleRate) }
+        return Rational.rescale(av.pointee.pkt_duration, from: timeBase, to: Rational(1, 1_000_000))
+    }
+
+    /// Bytes held by this frame's buffers, for the memory budget.
+    public var byteCount: Int {
+        var total = 0
+        withUnsafePointer(to: av.pointee.buf) { tuple in
+            tuple.withMemoryRebound(to: UnsafeMutablePointer<AVBufferRef>?.self, capacity: 8) { bufs in
+                for i in 0..<8 { if let b = bufs[i] { total += Int(b.pointee.size) } }
+            }
+        }
+        return total
+    }
+
+    /// Plane pointers and line sizes, for nodes that hand them to FFmpeg.
+    public func plane(_ i: Int) -> UnsafeMutablePointer<UInt8>? {
+        withUnsafePointer(to: av.pointee.data) { tuple in
+            tuple.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 8) { $0[i] }
+        }
+    }
+
+    public func lineSize(_ i: Int) -> Int {
+        withUnsafePointer(to: av.pointee.linesize) { tuple in
+            tuple.withMemoryRebound(to: Int32.self, capacity: 8) { Int($0[i]) }
+        }
+    }
+
+    /// Makes the buffers writable, copying only when another reference shares them (FFmpeg's copy-on-write).
+    public func makeWritable() throws {
+        try AVFailure.check(av_frame_make_writable(av), "av_frame_make_writable")
+    }
+}

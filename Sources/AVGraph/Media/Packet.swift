@@ -1,0 +1,81 @@
+import CFFmpeg
+
+/// How an encoded stream is described to a muxer: FFmpeg's codec parameters plus the time
+/// base of its packets. Shared by every packet of one encoder.
+public final class EncodedStream: @unchecked Sendable {
+    public let parameters: UnsafeMutablePointer<AVCodecParameters>
+    public let timeBase: Rational
+    public let kind: MediaKind
+
+    public init(copying context: UnsafePointer<AVCodecContext>, kind: MediaKind) {
+        parameters = avcodec_parameters_alloc()
+        avcodec_parameters_from_context(parameters, context)
+        timeBase = Rational(context.pointee.time_base)
+        self.kind = kind
+    }
+
+    public init(copying parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, kind: MediaKind) {
+        self.parameters = avcodec_parameters_alloc()
+        avcodec_parameters_copy(self.parameters, parameters)
+        self.timeBase = timeBase
+        self.kind = kind
+    }
+
+    deinit {
+        var p: UnsafeMutablePointer<AVCodecParameters>? = parameters
+        avcodec_parameters_free(&p)
+    }
+}
+
+/// One reference to an encoded packet in an FFmpeg `AVPacket`.
+public final class Packet: @unchecked Sendable {
+    public let av: UnsafeMutablePointer<AVPacket>
+    public let stream: EncodedStream
+
+    public init(owning av: UnsafeMutablePointer<AVPacket>, stream: EncodedStream) {
+        self.av = av
+        self.stream = stream
+    }
+
+    deinit {
+        var p: UnsafeMutablePointer<AVPacket>? = av
+        av_packet_free(&p)
+    }
+
+    /// A new packet sharing this one's data.
+    public func ref() -> Packet { Packet(owning: av_packet_clone(av), stream: stream) }
+
+    public var timeBase: Rational { stream.timeBase }
+    public var pts: Int64 { av.pointee.pts }
+    public var dts: Int64 { av.pointee.dts }
+    public var isKeyframe: Bool { (av.pointee.flags & avg_pkt_flag_key()) != 0 }
+    public var byteCount: Int { Int(av.pointee.size) }
+    /// Decode time in microseconds (what a muxer orders by).
+    public var time: Int64 {
+        let t = av.pointee.dts != avg_nopts() ? av.pointee.dts : av.pointee.pts
+        return Rational.rescale(t, from: timeBase, to: Rational(1, 1_000_000))
+    }
+}
+
+/// What travels on an edge.
+public enum MediaBuffer: @unchecked Sendable {
+    case frame(Frame)
+    case packet(Packet)
+
+    public var time: Int64 {
+        switch self {
+        case .frame(let f): return f.time
+        case .packet(let p): return p.time
+        }
+    }
+
+    public var byteCount: Int {
+        switch self {
+        case .frame(let f): return f.byteCount
+        case .packet(let p): return p.byteCount
+        }
+    }
+
+    public var frame: Frame? { if case .frame(let f) = self { return f } else { return nil } }
+    public var packet: Packet? { if case .packet(let p) = self { return p } else { return nil } }
+}

@@ -1,0 +1,94 @@
+import Foundation
+
+/// What a node sees of the pipeline while it runs: where its output goes, the clock, events.
+public final class Outlet: @unchecked Sendable {
+    struct Target {
+        let inbox: Inbox
+        let lane: Int
+    }
+
+    public let nodeName: String
+    let targets: [[Target]]
+    unowned let run: PipelineRun
+    let isSource: Bool
+    /// Media time (µs) of the last buffer emitted on each output.
+    private(set) var lastTime: [Int64]
+    private(set) var emitted: [Int]
+    private(set) var emittedBytes: [Int]
+    private let statsLock = NSLock()
+    /// A source past the pipeline's `duration` is done.
+    public private(set) var reachedEnd = false
+
+    init(nodeName: String, targets: [[Target]], run: PipelineRun, isSource: Bool) {
+        self.nodeName = nodeName
+        self.targets = targets
+        self.run = run
+        self.isSource = isSource
+        lastTime = Array(repeating: -1, count: targets.count)
+        emitted = Array(repeating: 0, count: targets.count)
+        emittedBytes = Array(repeating: 0, count: targets.count)
+    }
+
+    public var realtime: Bool { run.realtime }
+    /// The run has been asked to stop (signal, `ctl stop`, an error elsewhere): sources end.
+    public var isStopping: Bool { run.isStopping }
+    /// Seconds of media the pipeline clock has advanced (realtime runs: wall time since start).
+    public var clock: Double { run.clock }
+    public var events: EventLog { run.events }
+
+    /// Sends `buffer` to every node connected to output `output`. Sources are paced by the clock
+    /// in realtime runs and cut at the pipeline's `duration`.
+    public func emit(_ buffer: MediaBuffer, output: Int = 0) {
+        let t = buffer.time
+        if isSource {
+            if let d = run.duration, Double(t) / 1e6 >= d - 1e-9 {
+                reachedEnd = true
+                return
+            }
+            if run.realtime { run.waitUntil(mediaTime: Double(t) / 1e6) }
+        }
+        statsLock.lock()
+        lastTime[output] = t
+        emitted[output] += 1
+        emittedBytes[output] += buffer.byteCount
+        statsLock.unlock()
+        let ts = targets[output]
+        for (i, target) in ts.enumerated() {
+            // Every consumer gets its own reference so per-edge metadata never leaks between branches.
+            let item: MediaBuffer
+            if i == ts.count - 1 { item = buffer } else {
+                switch buffer {
+                case .frame(let f): item = .frame(f.ref())
+                case .packet(let p): item = .packet(p.ref())
+                }
+            }
+            target.inbox.push(item, lane: target.lane, stopping: { self.run.isStopping })
+        }
+    }
+
+    public func emit(_ frame: Frame, output: Int = 0) { emit(.frame(frame), output: output) }
+    public func emit(_ packet: Packet, output: Int = 0) { emit(.packet(packet), output: output) }
+
+    public func warning(_ message: String, _ fields: [String: Any] = [:]) {
+        var f = fields
+        f["node"] = nodeName
+        f["message"] = message
+        run.events.emit("warning", f)
+    }
+
+    public func event(_ name: String, _ fields: [String: Any]) {
+        var f = fields
+        f["node"] = nodeName
+        run.events.emit(name, f)
+    }
+
+    func endAll() {
+        for ts in targets { for t in ts { t.inbox.end(lane: t.lane) } }
+    }
+
+    var stats: (times: [Int64], counts: [Int], bytes: [Int]) {
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        return (lastTime, emitted, emittedBytes)
+    }
+}

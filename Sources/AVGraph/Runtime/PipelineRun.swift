@@ -1,0 +1,247 @@
+import Foundation
+
+/// Runs a checked pipeline: one thread per node, a bounded lane per edge, end of stream
+/// flowing from sources to sinks. Stopping (signal, error, `duration`) only ends the sources;
+/// everything downstream drains, encoders flush and sinks finalize the same way as at a
+/// natural end, so a stopped run leaves the same playable files as a finished one.
+public final class PipelineRun: @unchecked Sendable {
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public let node: String
+        public let message: String
+        public var description: String { "node '\(node)': \(message)" }
+    }
+
+    final class NodeRunner: @unchecked Sendable {
+        let name: String
+        let node: any Node
+        let inbox: Inbox
+        var outlet: Outlet!
+        let isSource: Bool
+        let inputNames: [String]
+        private let pendingLock = NSLock()
+        private var pending: [(String, OptionValue, (Error?) -> Void)] = []
+
+        init(name: String, node: any Node, inbox: Inbox, isSource: Bool, inputNames: [String]) {
+            self.name = name
+            self.node = node
+            self.inbox = inbox
+            self.isSource = isSource
+            self.inputNames = inputNames
+        }
+
+        func enqueueChange(_ option: String, _ value: OptionValue, done: @escaping (Error?) -> Void) {
+            pendingLock.lock()
+            pending.append((option, value, done))
+            pendingLock.unlock()
+            inbox.condition.lock()
+            inbox.condition.broadcast()
+            inbox.condition.unlock()
+        }
+
+        func applyChanges() {
+            pendingLock.lock()
+            let changes = pending
+            pending.removeAll()
+            pendingLock.unlock()
+            for (option, value, done) in changes {
+                do { try node.set(option: option, to: value); done(nil) } catch { done(error) }
+            }
+        }
+    }
+
+    public let pipeline: CheckedPipeline
+    public let events: EventLog
+    public let realtime: Bool
+    public let duration: Double?
+    let memory: MemoryBudget
+    var runners: [NodeRunner] = []
+    private let stateLock = NSLock()
+    private var stopping = false
+    private var failure: Failure?
+    private var startWall = Date()
+    private let finished = DispatchGroup()
+    /// Called about once a second with a `stats` snapshot (the CLI's status line).
+    public var onStats: (@Sendable ([String: Any]) -> Void)?
+
+    public init(_ pipeline: CheckedPipeline, events: EventLog, realtime: Bool? = nil) throws {
+        precondition(pipeline.isValid, "run only checked pipelines")
+        self.pipeline = pipeline
+        self.events = events
+        self.realtime = realtime ?? pipeline.realtime
+        self.duration = pipeline.settings.duration
+        memory = MemoryBudget(limit: pipeline.settings.memoryLimit)
+        try build()
+    }
+
+    private func build() throws {
+        let defaultPolicy: (MediaKind) -> QueuePolicy = { kind in
+            guard self.realtime else { return .block }
+            switch kind {
+            case .rawVideo: return .dropOldest
+            case .encodedVideo: return .dropToKeyframe
+            default: return .block
+            }
+        }
+        var built: [NodeRunner] = []
+        do {
+            for n in pipeline.nodes {
+                var durationLimit = duration
+                if let own = n.options.duration("duration"), own > 0 { durationLimit = min(durationLimit ?? own, own) }
+                let setup = NodeSetup(
+                    name: n.name, options: n.options,
+                    inputs: n.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, format: $0.format!) },
+                    outputs: n.outputs, baseDirectory: pipeline.baseDirectory, realtime: realtime, duration: durationLimit)
+                let lanes = n.inputs.map { c -> Inbox.Lane in
+                    let kind = c.format?.kind ?? .rawVideo
+                    var policy = n.queue?.policy ?? defaultPolicy(kind)
+                    if policy == .dropToKeyframe && kind != .encodedVideo { policy = .dropOldest }
+                    return Inbox.Lane(capacity: n.queue?.size ?? 8, policy: policy, kind: kind)
+                }
+                let node: any Node
+                do { node = try n.type.init(setup) } catch {
+                    throw Failure(node: n.name, message: "\(error)")
+                }
+                built.append(NodeRunner(name: n.name, node: node, inbox: Inbox(lanes: lanes, memory: memory),
+                                        isSource: n.type.inputs.isEmpty, inputNames: n.inputs.map(\.from)))
+            }
+        } catch {
+            for r in built { r.node.abort() }
+            throw error
+        }
+        runners = built
+        for (ri, r) in runners.enumerated() {
+            let n = pipeline.nodes[ri]
+            var targets = Array(repeating: [Outlet.Target](), count: n.outputs.count)
+            for (ci, consumer) in pipeline.nodes.enumerated() {
+                for (lane, c) in consumer.inputs.enumerated() where c.from == n.name {
+                    targets[c.fromOutput].append(Outlet.Target(inbox: runners[ci].inbox, lane: lane))
+                }
+            }
+            r.outlet = Outlet(nodeName: r.name, targets: targets, run: self, isSource: r.isSource)
+        }
+    }
+
+    public var isStopping: Bool { stateLock.lock(); defer { stateLock.unlock() }; return stopping }
+
+    /// Seconds since the run started.
+    public var clock: Double { Date().timeIntervalSince(startWall) }
+
+    func waitUntil(mediaTime t: Double) {
+        while !isStopping {
+            let wait = t - clock
+            if wait <= 0 { return }
+            usleep(UInt32(min(wait, 0.05) * 1e6))
+        }
+    }
+
+    /// Ends the sources; everything downstream drains and finalizes.
+    public func stop(reason: String = "stop") {
+        stateLock.lock()
+        let first = !stopping
+        stopping = true
+        stateLock.unlock()
+        if first { events.emit("stopping", ["reason": reason]) }
+    }
+
+    func fail(_ node: String, _ error: Error) {
+        let f = Failure(node: node, message: "\(error)")
+        stateLock.lock()
+        if failure == nil { failure = f }
+        stateLock.unlock()
+        events.emit("error", ["node": node, "message": "\(error)"])
+        stop(reason: "error")
+    }
+
+    /// Runs to the end; throws the first node failure.
+    public func run() throws {
+        startWall = Date()
+        events.emit("start", ["pipeline": pipeline.settings.name, "realtime": realtime, "nodes": runners.count,
+                              "duration": duration as Any])
+        for r in runners {
+            finished.enter()
+            let thread = Thread { [self] in
+                self.loop(r)
+                self.finished.leave()
+            }
+            thread.name = r.name
+            thread.stackSize = 4 << 20
+            thread.start()
+        }
+        while finished.wait(timeout: .now() + 1) == .timedOut {
+            let s = statsSnapshot()
+            events.emit("stats", s)
+            onStats?(s)
+        }
+        let s = statsSnapshot()
+        onStats?(s)
+        events.emit("eos", ["media_time": s["media_time"] ?? 0, "peak_rss": ProcessMemory.peakResidentBytes])
+        stateLock.lock()
+        let f = failure
+        stateLock.unlock()
+        if let f { throw f }
+    }
+
+    private func loop(_ r: NodeRunner) {
+        let out = r.outlet!
+        do {
+            if r.isSource {
+                while !isStopping && !out.reachedEnd {
+                    r.applyChanges()
+                    if try !r.node.produce(out) { break }
+                }
+            } else {
+                let tick: Double? = realtime ? 0.02 : nil
+                var lastTick = clock
+                loop: while true {
+                    r.applyChanges()
+                    switch r.inbox.next(wants: { r.node.wantsInput($0) }, timeout: tick) {
+                    case .item(let lane, let buffer): try r.node.receive(buffer, input: lane, out)
+                    case .ended(let lane): try r.node.inputEnded(lane, out)
+                    case .allEnded: break loop
+                    case .timeout: break
+                    }
+                    // Realtime nodes act on the clock too (fps repeats during a stall, the mixer fills a late input).
+                    if realtime, clock - lastTick >= 0.02 {
+                        lastTick = clock
+                        try r.node.tick(out)
+                    }
+                }
+            }
+            try r.node.finish(out)
+        } catch {
+            fail(r.name, error)
+            r.inbox.close()
+            r.node.abort()
+        }
+        out.endAll()
+    }
+
+    /// Changes a live option; the node applies it before its next frame or block.
+    public func set(node: String, option: String, value: OptionValue, done: @escaping (Error?) -> Void) {
+        guard let r = runners.first(where: { $0.name == node }) else { done(MediaError("no node named '\(node)'")); return }
+        r.enqueueChange(option, value, done: done)
+    }
+
+    public func statsSnapshot() -> [String: Any] {
+        var nodes: [[String: Any]] = []
+        var mediaTime: Int64 = 0
+        var totalDrops = 0
+        for r in runners {
+            let s = r.outlet.stats
+            let drops = r.inbox.drops.reduce(0, +)
+            totalDrops += drops
+            var o: [String: Any] = ["node": r.name, "queue": r.inbox.depths, "dropped": drops]
+            if !s.counts.isEmpty {
+                o["emitted"] = s.counts
+                o["bytes"] = s.bytes
+                o["time"] = s.times.map { Double(max($0, 0)) / 1e6 }
+            }
+            if r.outlet.targets.isEmpty == false, pipeline.nodes.first(where: { $0.name == r.name })?.type.inputs.isEmpty == false {
+                mediaTime = max(mediaTime, s.times.max() ?? 0)
+            }
+            nodes.append(o)
+        }
+        return ["nodes": nodes, "media_time": Double(mediaTime) / 1e6, "wall": clock, "dropped": totalDrops,
+                "rss": ProcessMemory.residentBytes, "queued_bytes": memory.used]
+    }
+}

@@ -1,0 +1,5 @@
+import AVGraph
+
+enum AudioNodeSet {
+    static let all: [any Node.Type] = []
+}

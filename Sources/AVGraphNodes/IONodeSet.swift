@@ -1,0 +1,5 @@
+import AVGraph
+
+enum IONodeSet {
+    static let all: [any Node.Type] = []
+}

@@ -1,0 +1,5 @@
+import AVGraph
+
+enum VideoNodeSet {
+    static let all: [any Node.Type] = []
+}
