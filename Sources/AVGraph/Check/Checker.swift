@@ -137,7 +137,8 @@ private struct Pass {
             broken.insert(name)
             return
         }
-        guard let typeName = typeEntry.value.scalar, let type = checker.registry[typeName] else {
+        guard let typeName = typeEntry.value.scalar,
+              let type = checker.registry.resolve(typeName, hasInputs: body.contains { $0.key == "in" }) else {
             error(typeEntry.value.location, "unknown node type \(typeEntry.value.shown)",
                   hint: Suggest.hint(for: typeEntry.value.scalar ?? "", in: checker.registry.names) ?? "`avgraph inspect` lists the node types")
             broken.insert(name)

@@ -1,6 +1,9 @@
 /// The node types a pipeline can use: the built-ins plus any loaded from plugins.
+///
+/// One type name may have two roles, as `file` does in PIPE-FORMAT.md: a source (no `in:`)
+/// and a sink (with `in:`). The checker picks the role from whether the node has inputs.
 public final class NodeRegistry: @unchecked Sendable {
-    public private(set) var types: [String: any Node.Type] = [:]
+    public private(set) var variants: [String: [any Node.Type]] = [:]
     /// Where each type came from (`built-in` or a plugin file).
     public private(set) var origins: [String: String] = [:]
 
@@ -16,11 +19,24 @@ public final class NodeRegistry: @unchecked Sendable {
     }
 
     public func register(_ type: any Node.Type, origin: String = "built-in") throws {
-        if let first = origins[type.typeName] { throw RegistrationError.duplicate(type.typeName, first: first) }
-        types[type.typeName] = type
-        origins[type.typeName] = origin
+        let name = type.typeName
+        if let existing = variants[name] {
+            // A second role is welcome only if it is the other role (source vs. consumer) from the same origin.
+            let clash = existing.contains { $0.inputs.isEmpty == type.inputs.isEmpty } || origins[name] != origin
+            if clash { throw RegistrationError.duplicate(name, first: origins[name] ?? "?") }
+            variants[name]!.append(type)
+            return
+        }
+        variants[name] = [type]
+        origins[name] = origin
     }
 
-    public subscript(_ name: String) -> (any Node.Type)? { types[name] }
-    public var names: [String] { types.keys.sorted() }
+    /// The type for a node that has inputs (`in:`) or not.
+    public func resolve(_ name: String, hasInputs: Bool) -> (any Node.Type)? {
+        guard let v = variants[name] else { return nil }
+        return v.first { $0.inputs.isEmpty != hasInputs } ?? v.first
+    }
+
+    public subscript(_ name: String) -> (any Node.Type)? { variants[name]?.first }
+    public var names: [String] { variants.keys.sorted() }
 }
