@@ -99,6 +99,7 @@ private struct Pass {
         if nodeEntries.isEmpty { error(nodesValue.location, "'nodes' is empty") }
         for e in nodeEntries { defineNode(e) }
         applyOverrides()
+        checkRequired()
         connect()
         if !findCycles() { negotiate() }
         warnUnused()
@@ -238,6 +239,16 @@ private struct Pass {
                 result.nodes[idx].options[spec.name] = v
                 checkFile(spec, v, at, node: o.node)
             } else { broken.insert(o.node) }
+        }
+    }
+
+    mutating func checkRequired() {
+        for node in result.nodes {
+            for spec in node.type.options where spec.required && node.options[spec.name] == nil {
+                error(node.location, "node '\(node.name)' (\(node.type.typeName)) is missing required option '\(spec.name)'",
+                      hint: "add \(spec.name): (\(spec.type.example ?? spec.type.name)) — \(spec.doc)")
+                broken.insert(node.name)
+            }
         }
     }
 

@@ -55,7 +55,7 @@ public enum PipeLoader {
         result.done.wait()
         if let d = result.diagnostic { return (nil, [d]) }
         guard let value = result.value else {
-            return (nil, [.error(start, "file holds no YAML document")])
+            return (nil, [.error(start, "file has no content (only comments or blank lines)", hint: "a pipeline needs at least 'nodes:'")])
         }
         return (value, [])
     }

@@ -1,0 +1,46 @@
+import ArgumentParser
+import AVGraph
+import AVGraphNodes
+import Foundation
+
+@main
+struct AVGraphCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "avgraph",
+        abstract: "Run audio/video pipelines described as a graph of nodes in a .pipe file.",
+        subcommands: [RunCommand.self, CheckCommand.self, InspectCommand.self]
+    )
+
+    /// ArgumentParser exits 64 on usage errors; PIPE-FORMAT.md promises 2.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            let code = exitCode(for: error)
+            if code == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
+}
+
+/// The built-in node set plus, later, plugins.
+func makeRegistry() -> NodeRegistry { BuiltinNodes.registry() }
+
+/// Parses `--set` arguments, refusing malformed ones as usage errors.
+func parseOverrides(_ sets: [String]) throws -> [OptionOverride] {
+    try sets.map { s in
+        guard let o = OptionOverride(parsing: s) else {
+            throw ValidationError("--set takes NODE.OPTION=VALUE, got '\(s)'")
+        }
+        return o
+    }
+}
+
+enum Terminal {
+    static let isTTY = isatty(STDERR_FILENO) != 0
+    static func err(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+}

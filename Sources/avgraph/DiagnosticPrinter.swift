@@ -1,0 +1,28 @@
+import AVGraph
+import Foundation
+
+/// Prints diagnostics the way GCC does, with the offending line and a caret under the column.
+struct DiagnosticPrinter {
+    var sourceLines: [String: [Substring]] = [:]
+
+    mutating func lines(of file: String, path: String) -> [Substring] {
+        if let l = sourceLines[file] { return l }
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        let l = text.split(separator: "\n", omittingEmptySubsequences: false)
+        sourceLines[file] = l
+        return l
+    }
+
+    mutating func render(_ d: Diagnostic, path: String) -> String {
+        var out = "\(d.location): \(d.severity.rawValue): \(d.message)"
+        let l = lines(of: d.location.file, path: path)
+        if d.location.file != "--set", d.location.line >= 1, d.location.line <= l.count {
+            let line = l[d.location.line - 1]
+            if line.count <= 200 {
+                out += "\n    \(line)\n    \(String(repeating: " ", count: max(0, d.location.column - 1)))^"
+            }
+        }
+        if let hint = d.hint { out += "\n\(d.location): note: \(hint)" }
+        return out
+    }
+}

@@ -1,0 +1,61 @@
+import ArgumentParser
+import AVGraph
+import Foundation
+
+struct InspectCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "inspect",
+        abstract: "List node types, or show one type's pads and options."
+    )
+
+    @Argument(help: "A node type to describe.")
+    var type: String?
+
+    func run() throws {
+        let registry = makeRegistry()
+        guard let type else {
+            let width = registry.names.map(\.count).max() ?? 8
+            for name in registry.names {
+                for t in registry.variants[name] ?? [] {
+                    let role = t.inputs.isEmpty ? "source" : t.outputs.isEmpty ? "sink" : "filter"
+                    let pad = name.padding(toLength: width + 2, withPad: " ", startingAt: 0)
+                    print("\(pad)\(role.padding(toLength: 8, withPad: " ", startingAt: 0))\(t.summary)")
+                }
+            }
+            return
+        }
+        guard let variants = registry.variants[type] else {
+            let hint = Suggest.hint(for: type, in: registry.names).map { " (\($0))" } ?? ""
+            Terminal.err("error: unknown node type '\(type)'\(hint); `avgraph inspect` lists them")
+            throw ExitCode(1)
+        }
+        for (i, t) in variants.enumerated() {
+            if i > 0 { print("") }
+            describe(t, origin: registry.origins[type] ?? "built-in", roles: variants.count)
+        }
+    }
+
+    func describe(_ t: any Node.Type, origin: String, roles: Int) {
+        let role = t.inputs.isEmpty ? "source" : t.outputs.isEmpty ? "sink" : "filter"
+        print("\(t.typeName) (\(role)\(roles > 1 ? ", used as a \(role) when it \(t.inputs.isEmpty ? "has no" : "has an") 'in:'" : "")) — \(t.summary)")
+        print("from: \(origin)")
+        print("\nInputs:")
+        if t.inputs.isEmpty { print("  (none)") }
+        for p in t.inputs {
+            print("  \(p.name): \(p.kindsText)\(p.variadic ? ", any number" : "")\(p.required ? "" : ", optional")\(p.doc.isEmpty ? "" : " — \(p.doc)")")
+        }
+        print("\nOutputs:")
+        if t.outputs.isEmpty { print("  (none)") }
+        for p in t.outputs { print("  \(p.name): \(p.kindsText)\(p.doc.isEmpty ? "" : " — \(p.doc)")") }
+        print("\nOptions:")
+        if t.options.isEmpty { print("  (none)") }
+        for o in t.options {
+            var facts = ["type: \(o.type.name)"]
+            if o.required { facts.append("required") } else { facts.append("default: \(o.defaultText ?? "none")") }
+            if let r = o.type.rangeText { facts.append("range: \(r)") }
+            if o.live { facts.append("live") }
+            print("  \(o.name)  [\(facts.joined(separator: "; "))]")
+            print("      \(o.doc)")
+        }
+    }
+}
