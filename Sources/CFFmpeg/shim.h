@@ -32,4 +32,16 @@ static inline int avg_fmt_nofile(void) { return AVFMT_NOFILE; }
 static inline int avg_fmt_globalheader(void) { return AVFMT_GLOBALHEADER; }
 static inline int avg_avio_write(void) { return AVIO_FLAG_WRITE; }
 
+
+// The uid of a unix-socket peer (SO_PEERCRED), without needing _GNU_SOURCE's struct ucred.
+#include <sys/socket.h>
+#include <sys/types.h>
+struct avg_ucred { pid_t pid; uid_t uid; gid_t gid; };
+static inline long avg_peer_uid(int fd) {
+    struct avg_ucred c;
+    socklen_t len = sizeof c;
+    if (getsockopt(fd, SOL_SOCKET, 17 /* SO_PEERCRED */, &c, &len) != 0) return -1;
+    return (long)c.uid;
+}
+
 #endif

@@ -56,6 +56,14 @@ struct RunCommand: ParsableCommand {
             Terminal.err("error: \(error)")
             throw ExitCode(1)
         }
+        var control: ControlServer?
+        do {
+            control = try ControlServer(run: run, path: checked.settings.control ?? ControlServer.defaultPath(for: checked.settings.name))
+        } catch {
+            Terminal.err("warning: no control socket: \(error)")
+        }
+        defer { control?.close() }
+        if let control { log.emit("control", ["socket": control.path]) }
         let stopper = SignalStopper(run: run)
         stopper.install()
         let status = StatusLine(pipeline: checked, enabled: Terminal.isTTY && events == nil)

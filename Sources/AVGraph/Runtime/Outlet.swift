@@ -39,13 +39,21 @@ public final class Outlet: @unchecked Sendable {
     /// Sends `buffer` to every node connected to output `output`. Sources are paced by the clock
     /// in realtime runs and cut at the pipeline's `duration`.
     public func emit(_ buffer: MediaBuffer, output: Int = 0) {
-        let t = buffer.time
+        var t = buffer.time
         if isSource {
+            if run.realtime { run.waitUntil(mediaTime: Double(t) / 1e6) }
+            // Paused: the source's media is discarded, and what follows moves up to close the gap.
+            switch run.pauseState(at: Double(t) / 1e6) {
+            case .discard: return
+            case .shift(let seconds) where seconds > 0:
+                shift(buffer, by: seconds)
+                t = buffer.time
+            default: break
+            }
             if let d = run.duration, Double(t) / 1e6 >= d - 1e-9 {
                 reachedEnd = true
                 return
             }
-            if run.realtime { run.waitUntil(mediaTime: Double(t) / 1e6) }
         }
         statsLock.lock()
         lastTime[output] = t
@@ -63,6 +71,17 @@ public final class Outlet: @unchecked Sendable {
                 }
             }
             target.inbox.push(item, lane: target.lane, stopping: { self.run.isStopping })
+        }
+    }
+
+    private func shift(_ buffer: MediaBuffer, by seconds: Double) {
+        switch buffer {
+        case .frame(let f):
+            f.pts -= Int64((seconds / f.timeBase.double).rounded())
+        case .packet(let p):
+            let d = Int64((seconds / p.timeBase.double).rounded())
+            if p.av.pointee.pts != Int64.min { p.av.pointee.pts -= d }
+            if p.av.pointee.dts != Int64.min { p.av.pointee.dts -= d }
         }
     }
 

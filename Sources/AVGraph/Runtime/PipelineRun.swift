@@ -134,6 +134,48 @@ public final class PipelineRun: @unchecked Sendable {
         }
     }
 
+    // MARK: pause
+
+    enum PauseDecision { case keep, discard, shift(Double) }
+    private var pausedAt: Double?
+    private var pausedSpans: [(start: Double, end: Double)] = []
+
+    /// Pauses a realtime run: sources' media from now on is discarded until `resume`.
+    public func pause() -> Bool {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        guard pausedAt == nil else { return false }
+        pausedAt = clock
+        events.emit("paused", ["media_time": pausedAt!])
+        return true
+    }
+
+    /// Resumes: the paused span is cut out of the output timeline, the same for every source.
+    public func resume() -> Bool {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        guard let start = pausedAt else { return false }
+        let end = clock
+        pausedSpans.append((start, end))
+        pausedAt = nil
+        events.emit("resumed", ["paused_for": end - start, "media_time": start])
+        return true
+    }
+
+    public var isPaused: Bool { stateLock.lock(); defer { stateLock.unlock() }; return pausedAt != nil }
+
+    func pauseState(at t: Double) -> PauseDecision {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        if pausedSpans.isEmpty && pausedAt == nil { return .keep }
+        if let p = pausedAt, t >= p { return .discard }
+        var shift = 0.0
+        for span in pausedSpans {
+            if t >= span.end { shift += span.end - span.start } else if t >= span.start { return .discard }
+        }
+        return .shift(shift)
+    }
+
     /// Ends the sources; everything downstream drains and finalizes.
     public func stop(reason: String = "stop") {
         stateLock.lock()
@@ -219,7 +261,30 @@ public final class PipelineRun: @unchecked Sendable {
     /// Changes a live option; the node applies it before its next frame or block.
     public func set(node: String, option: String, value: OptionValue, done: @escaping (Error?) -> Void) {
         guard let r = runners.first(where: { $0.name == node }) else { done(MediaError("no node named '\(node)'")); return }
-        r.enqueueChange(option, value, done: done)
+        r.enqueueChange(option, value) { [self] error in
+            if error == nil {
+                stateLock.lock()
+                currentOptions[node, default: [:]][option] = value
+                stateLock.unlock()
+            }
+            done(error)
+        }
+    }
+
+    private var currentOptions: [String: [String: OptionValue]] = [:]
+
+    public func currentOption(node: String, option: String) -> OptionValue? {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        return currentOptions[node]?[option] ?? pipeline.node(node)?.options[option]
+    }
+
+    /// Nodes that answer control commands of their own (the `clips` sink answers `clip save`).
+    public func clipCommand(_ req: [String: Any]) -> [String: Any] {
+        guard let r = runners.first(where: { $0.node is ControlResponder }), let responder = r.node as? ControlResponder else {
+            return ["ok": false, "error": "this pipeline has no clips node"]
+        }
+        return responder.control(req)
     }
 
     public func statsSnapshot() -> [String: Any] {

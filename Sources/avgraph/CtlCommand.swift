@@ -1,0 +1,122 @@
+import ArgumentParser
+import AVGraph
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct CtlCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ctl",
+        abstract: "Steer a running pipeline over its control socket.",
+        discussion: """
+        Commands: set NODE.OPTION VALUE | get NODE.OPTION | pause | resume | stop [--reason TEXT] |
+        stats | watch | clip save PATH
+        PIPELINE is the pipeline's name (its socket is found in the default place) or a socket path.
+        """
+    )
+
+    @Argument(help: "The pipeline's name or its control socket path.")
+    var pipeline: String
+
+    @Argument(help: "The command and its arguments.")
+    var command: [String]
+
+    @Option(name: .long, help: "Why (with stop).")
+    var reason: String?
+
+    func request() throws -> [String: Any] {
+        guard let verb = command.first else { throw ValidationError("give a command: set, get, pause, resume, stop, stats, watch, clip") }
+        let args = Array(command.dropFirst())
+        func nodeOption(_ s: String) throws -> (String, String) {
+            guard let dot = s.firstIndex(of: "."), dot != s.startIndex, s.index(after: dot) != s.endIndex else {
+                throw ValidationError("expected NODE.OPTION, got '\(s)'")
+            }
+            return (String(s[..<dot]), String(s[s.index(after: dot)...]))
+        }
+        switch verb {
+        case "set":
+            guard args.count == 2 else { throw ValidationError("usage: ctl PIPELINE set NODE.OPTION VALUE") }
+            let (n, o) = try nodeOption(args[0])
+            return ["cmd": "set", "node": n, "option": o, "value": args[1]]
+        case "get":
+            guard args.count == 1 else { throw ValidationError("usage: ctl PIPELINE get NODE.OPTION") }
+            let (n, o) = try nodeOption(args[0])
+            return ["cmd": "get", "node": n, "option": o]
+        case "pause", "resume", "stats", "watch":
+            guard args.isEmpty else { throw ValidationError("'\(verb)' takes no arguments") }
+            return ["cmd": verb]
+        case "stop":
+            var r: [String: Any] = ["cmd": "stop"]
+            if let reason { r["reason"] = reason }
+            return r
+        case "clip":
+            guard args.count == 2, args[0] == "save" else { throw ValidationError("usage: ctl PIPELINE clip save PATH") }
+            let path = args[1].hasPrefix("/") ? args[1] : FileManager.default.currentDirectoryPath + "/" + args[1]
+            return ["cmd": "clip", "action": "save", "path": path]
+        default:
+            throw ValidationError("unknown command '\(verb)'" + (Suggest.hint(for: verb, in: ["set", "get", "pause", "resume", "stop", "stats", "watch", "clip"]).map { "; \($0)" } ?? ""))
+        }
+    }
+
+    func validate() throws { _ = try request() }
+
+    func run() throws {
+        let req = try request()
+        let path = pipeline.contains("/") || pipeline.hasSuffix(".sock") ? pipeline : ControlServer.defaultPath(for: pipeline)
+        let fd = try connectTo(path)
+        defer { close(fd) }
+        let data = try JSONSerialization.data(withJSONObject: req, options: [.sortedKeys]) + Data([10])
+        _ = data.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var pending = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var first = true
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { break }
+            pending += chunk[0..<n]
+            while let nl = pending.firstIndex(of: 10) {
+                let line = String(decoding: pending[..<nl], as: UTF8.self)
+                pending.removeSubrange(...nl)
+                if first {
+                    first = false
+                    let reply = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
+                    if reply["ok"] as? Bool != true {
+                        Terminal.err("error: \(reply["error"] as? String ?? line)")
+                        throw ExitCode(1)
+                    }
+                    if req["cmd"] as? String != "watch" { print(line); return }
+                    continue
+                }
+                print(line)
+                fflush(stdout)
+            }
+        }
+        if first {
+            Terminal.err("error: the pipeline closed the connection without answering")
+            throw ExitCode(1)
+        }
+    }
+
+    func connectTo(_ path: String) throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let utf8 = Array(path.utf8)
+        guard utf8.count < MemoryLayout.size(ofValue: addr.sun_path) else { throw ValidationError("socket path too long: \(path)") }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: utf8)
+            raw[utf8.count] = 0
+        }
+        let ok = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
+        }
+        if !ok {
+            let why = String(cString: strerror(errno))
+            close(fd)
+            Terminal.err("error: cannot reach pipeline '\(pipeline)' at \(path): \(why)")
+            throw ExitCode(1)
+        }
+        return fd
+    }
+}
