@@ -89,7 +89,7 @@ struct CtlCommand: ParsableCommand {
                     continue
                 }
                 print(line)
-                fflush(stdout)
+                fflush(nil)
             }
         }
         if first {
