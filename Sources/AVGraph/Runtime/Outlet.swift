@@ -1,5 +1,16 @@
 import Foundation
 
+/// What an outlet needs from whatever runs the node: a pipeline run, or a test harness.
+protocol OutletHost: AnyObject, Sendable {
+    var realtime: Bool { get }
+    var isStopping: Bool { get }
+    var clock: Double { get }
+    var events: EventLog { get }
+    var duration: Double? { get }
+    func waitUntil(mediaTime t: Double)
+    func pauseState(at t: Double) -> PipelineRun.PauseDecision
+}
+
 /// What a node sees of the pipeline while it runs: where its output goes, the clock, events.
 public final class Outlet: @unchecked Sendable {
     struct Target {
@@ -9,7 +20,7 @@ public final class Outlet: @unchecked Sendable {
 
     public let nodeName: String
     let targets: [[Target]]
-    unowned let run: PipelineRun
+    unowned let run: any OutletHost
     let isSource: Bool
     /// Media time (µs) of the last buffer emitted on each output.
     private(set) var lastTime: [Int64]
@@ -19,7 +30,7 @@ public final class Outlet: @unchecked Sendable {
     /// A source past the pipeline's `duration` is done.
     public private(set) var reachedEnd = false
 
-    init(nodeName: String, targets: [[Target]], run: PipelineRun, isSource: Bool) {
+    init(nodeName: String, targets: [[Target]], run: any OutletHost, isSource: Bool) {
         self.nodeName = nodeName
         self.targets = targets
         self.run = run

@@ -4,7 +4,7 @@ import Foundation
 /// flowing from sources to sinks. Stopping (signal, error, `duration`) only ends the sources;
 /// everything downstream drains, encoders flush and sinks finalize the same way as at a
 /// natural end, so a stopped run leaves the same playable files as a finished one.
-public final class PipelineRun: @unchecked Sendable {
+public final class PipelineRun: OutletHost, @unchecked Sendable {
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public let node: String
         public let message: String

@@ -1,0 +1,104 @@
+import Foundation
+
+/// Runs one node by hand, without threads, as SwiftNIO's `EmbeddedChannel` runs one handler:
+/// give it options and input formats, feed it buffers, read what it emitted.
+///
+///     let h = try NodeHarness(ResizeNode.self, options: "size: 320x240", inputs: [.video(width: 640, height: 480, ...)])
+///     try h.feed(.frame(frame))
+///     let out = h.emitted()
+public final class NodeHarness: OutletHost, @unchecked Sendable {
+    public let node: any Node
+    public let setup: NodeSetup
+    public let events: EventLog
+    public var realtime: Bool
+    public var clock: Double = 0
+    public var isStopping = false
+    public var duration: Double?
+    private var collectors: [Inbox] = []
+    private var outlet: Outlet!
+    private let memory = MemoryBudget(limit: Int.max)
+    /// Every event the node emitted, as JSON lines.
+    public private(set) var eventLines: [String] = []
+    private let eventLock = NSLock()
+
+    /// `options` is the node's body in `.pipe` syntax (`"size: 320x240, mode: fit"`); defaults fill the rest.
+    public init(_ type: any Node.Type, options: String = "", inputs: [StreamFormat] = [], inputNames: [String]? = nil,
+                realtime: Bool = false, baseDirectory: String = FileManager.default.currentDirectoryPath) throws {
+        let registry = NodeRegistry()
+        try registry.register(type)
+        let names = inputNames ?? inputs.indices.map { "in\($0)" }
+        // Options are parsed by the same table and parser `check` uses.
+        let (value, diagnostics) = PipeLoader.parse(data: Data("{\(options)}".utf8), file: "harness")
+        guard let value, diagnostics.isEmpty, let entries = value.entries else {
+            throw MediaError("harness options do not parse: \(diagnostics.map(\.description).joined(separator: "; "))")
+        }
+        var values = OptionValues()
+        for spec in type.options {
+            if let e = entries.first(where: { $0.key == spec.name }) {
+                do { values[spec.name] = try spec.type.parse(e.value) } catch { throw MediaError("option \(spec.name): \(error.message)") }
+            } else if let d = spec.defaultText {
+                var t = spec.type
+                if case .path = t { t = .path(mustExist: false) }
+                values[spec.name] = try? t.parse(.scalar(d, value.location))
+            }
+        }
+        for e in entries where type.option(e.key) == nil { throw MediaError("\(type.typeName) has no option '\(e.key)'") }
+        let pads = type.inputs
+        let connected = inputs.enumerated().map { i, f -> Negotiation.Input in
+            let pad = pads.first { $0.kinds.contains(f.kind) } ?? pads.first
+            return Negotiation.Input(pad: pad?.name ?? "in", from: names[i], format: f)
+        }
+        let negotiation = Negotiation(nodeName: "node", options: values, inputs: connected, baseDirectory: baseDirectory, realtime: realtime)
+        let outputs: [StreamFormat]
+        do { outputs = try type.negotiate(negotiation) } catch { throw MediaError("negotiate: \(error.message)") }
+        self.realtime = realtime
+        events = EventLog(output: .none)
+        setup = NodeSetup(name: "node", options: values, inputs: connected, outputs: outputs, baseDirectory: baseDirectory,
+                          realtime: realtime, duration: values.duration("duration"))
+        duration = setup.duration
+        node = try type.init(setup)
+        collectors = outputs.map { Inbox(lanes: [Inbox.Lane(capacity: Int.max, policy: .block, kind: $0.kind)], memory: memory) }
+        outlet = Outlet(nodeName: "node", targets: collectors.map { [Outlet.Target(inbox: $0, lane: 0)] }, run: self,
+                        isSource: type.inputs.isEmpty)
+        events.addListener { [weak self] line in
+            guard let self else { return }
+            self.eventLock.lock(); self.eventLines.append(line); self.eventLock.unlock()
+        }
+    }
+
+    /// The negotiated output formats.
+    public var outputFormats: [StreamFormat] { setup.outputs }
+
+    /// Hands one buffer to the node on input `input`.
+    public func feed(_ buffer: MediaBuffer, input: Int = 0) throws { try node.receive(buffer, input: input, outlet) }
+    public func feed(_ frame: Frame, input: Int = 0) throws { try feed(.frame(frame), input: input) }
+
+    /// Asks a source for up to `count` more buffers; false when it ended.
+    @discardableResult
+    public func produce(_ count: Int = 1) throws -> Bool {
+        for _ in 0..<count { if try !node.produce(outlet) || outlet.reachedEnd { return false } }
+        return true
+    }
+
+    public func endInput(_ input: Int = 0) throws { try node.inputEnded(input, outlet) }
+    public func tick(at clock: Double) throws { self.clock = clock; try node.tick(outlet) }
+    public func finish() throws { try node.finish(outlet) }
+    public func set(_ option: String, _ value: OptionValue) throws { try node.set(option: option, to: value) }
+
+    /// Takes what the node emitted on `output` so far.
+    public func emitted(_ output: Int = 0) -> [MediaBuffer] {
+        var out: [MediaBuffer] = []
+        let inbox = collectors[output]
+        inbox.condition.lock()
+        let lane = inbox.lanes[0]
+        while lane.count > 0 { out.append(lane.pop()) }
+        inbox.condition.unlock()
+        return out
+    }
+
+    public func emittedFrames(_ output: Int = 0) -> [Frame] { emitted(output).compactMap(\.frame) }
+    public func emittedPackets(_ output: Int = 0) -> [Packet] { emitted(output).compactMap(\.packet) }
+
+    func waitUntil(mediaTime t: Double) {}
+    func pauseState(at t: Double) -> PipelineRun.PauseDecision { .keep }
+}
