@@ -21,11 +21,13 @@ public indirect enum OptionValue: Sendable, Equatable {
 public struct OrientationChange: Sendable, Equatable {
     public var at: Double
     public var value: Orientation
+    public init(at: Double, value: Orientation) { self.at = at; self.value = value }
 }
 
 public struct TimeSpan: Sendable, Equatable {
     public var at: Double
     public var length: Double
+    public init(at: Double, length: Double) { self.at = at; self.length = length }
     public func contains(_ t: Double) -> Bool { t >= at && t < at + length }
 }
 
