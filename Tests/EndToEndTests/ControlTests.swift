@@ -157,6 +157,27 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(frames, 120, accuracy: 3, "the output is undisturbed")
     }
 
+    func testClipSaveWritesTheLastWindowWhileTheRunGoesOn() throws {
+        let dir = CLI.scratch()
+        let path = pipe(dir, name: "clip", duration: "20s", extra: "  keep:    {type: clips, in: [video, audio], window: 15s}")
+        let run = try BackgroundRun(["run", path, "--events", "json"])
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "control" })
+        usleep(17_000_000)
+        let r = try ctl(dir, "clip", ["clip", "save", dir + "/clip.mp4"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(run.waitForExit(), 0, run.stderr)
+        let probe = try CLI.probe(dir + "/clip.mp4")
+        let d = Double((probe["format"] as? [String: Any])?["duration"] as? String ?? "") ?? 0
+        XCTAssertEqual(d, 15, accuracy: 2.1, "15 s plus at most one GOP")
+        XCTAssertEqual(try CLI.pictTypes(dir + "/clip.mp4").first, "I", "starts on a keyframe")
+        XCTAssertNotNil(CLI.stream(probe, "audio"))
+        let main = try CLI.probe(dir + "/out.mp4", ["-count_frames"])
+        let frames = Int(CLI.stream(main, "video")?["nb_read_frames"] as? String ?? "") ?? 0
+        XCTAssertEqual(frames, 600, accuracy: 3, "no drops in the main output")
+        let dropped = run.events.last { $0["event"] as? String == "stats" }?["dropped"] as? Int
+        XCTAssertEqual(dropped ?? 0, 0)
+    }
+
     func testAnotherUserCannotConnect() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to act as a second user; modes are checked in testBadRequests") }
         let dir = CLI.scratch()

@@ -100,5 +100,7 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
     public func emittedPackets(_ output: Int = 0) -> [Packet] { emitted(output).compactMap(\.packet) }
 
     func waitUntil(mediaTime t: Double) {}
+    func account(bytes: Int) { if bytes >= 0 { memory.add(bytes) } else { memory.release(-bytes) } }
+    var overMemoryLimit: Bool { false }
     func pauseState(at t: Double) -> PipelineRun.PauseDecision { .keep }
 }

@@ -9,6 +9,8 @@ protocol OutletHost: AnyObject, Sendable {
     var duration: Double? { get }
     func waitUntil(mediaTime t: Double)
     func pauseState(at t: Double) -> PipelineRun.PauseDecision
+    func account(bytes: Int)
+    var overMemoryLimit: Bool { get }
 }
 
 /// What a node sees of the pipeline while it runs: where its output goes, the clock, events.
@@ -98,6 +100,12 @@ public final class Outlet: @unchecked Sendable {
 
     public func emit(_ frame: Frame, output: Int = 0) { emit(.frame(frame), output: output) }
     public func emit(_ packet: Packet, output: Int = 0) { emit(.packet(packet), output: output) }
+
+    /// Media a node holds on to itself (a clip window) counts against the pipeline's `memory-limit`.
+    public func account(heldBytes delta: Int) { run.account(bytes: delta) }
+
+    /// Whether queued and held media together are over the pipeline's `memory-limit`.
+    public var overMemoryLimit: Bool { run.overMemoryLimit }
 
     public func warning(_ message: String, _ fields: [String: Any] = [:]) {
         var f = fields

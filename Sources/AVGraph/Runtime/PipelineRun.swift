@@ -134,6 +134,9 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         }
     }
 
+    func account(bytes: Int) { if bytes >= 0 { memory.add(bytes) } else { memory.release(-bytes) } }
+    var overMemoryLimit: Bool { memory.isOver }
+
     // MARK: pause
 
     enum PauseDecision { case keep, discard, shift(Double) }

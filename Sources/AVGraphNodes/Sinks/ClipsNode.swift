@@ -1,0 +1,133 @@
+import AVGraph
+import Foundation
+
+/// Keeps the last `window` of encoded media in memory (ReplayKit's rolling clips); on
+/// `avgraph ctl PIPELINE clip save PATH` writes that window as an MP4 that starts on a
+/// keyframe. Saving happens on the control thread from references to the held packets, so
+/// the pipeline runs on undisturbed while the file is written.
+public final class ClipsNode: Node, ControlResponder, @unchecked Sendable {
+    public static let typeName = "clips"
+    public static let summary = "keep the last seconds of encoded media in memory; write them as an MP4 on request"
+    public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true, doc: "encoded streams to keep")]
+    public static let options = [
+        OptionSpec("window", .duration(1...600), default: "15s", doc: "how much media to keep (a clip starts on the keyframe at or before it)"),
+    ]
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        for input in n.inputs where !["h264", "aac"].contains(input.format.codec) {
+            throw NegotiationError("clips are written as MP4, which cannot hold \(input.format.codec)")
+        }
+        return []
+    }
+
+    private let window: Int64
+    private let lock = NSLock()
+    /// Per input, packets in arrival order.
+    private var held: [[Packet]]
+    private var heldBytes = 0
+    private var accounted = 0
+    private let hasVideo: [Bool]
+
+    public init(_ setup: NodeSetup) throws {
+        window = Int64((setup.options.duration("window") ?? 15) * 1e6)
+        held = Array(repeating: [], count: setup.inputs.count)
+        hasVideo = setup.inputs.map { $0.format.kind == .encodedVideo }
+    }
+
+    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        guard let p = buffer.packet else { return }
+        lock.lock()
+        held[input].append(p)
+        heldBytes += p.byteCount
+        trim(newest: p.time)
+        let delta = heldBytes - accounted
+        accounted = heldBytes
+        lock.unlock()
+        out.account(heldBytes: delta)
+    }
+
+    /// Drops what is older than the window, but never the keyframe a clip must start on.
+    private func trim(newest: Int64) {
+        let horizon = newest - window
+        for i in held.indices {
+            var drop = 0
+            if hasVideo[i] {
+                // The last keyframe at or before the horizon stays: the clip starts there.
+                var lastKey: Int?
+                for (k, p) in held[i].enumerated() where p.isKeyframe {
+                    if p.time <= horizon { lastKey = k } else { break }
+                }
+                drop = lastKey ?? 0
+            } else {
+                drop = held[i].firstIndex { $0.time >= horizon } ?? held[i].count
+            }
+            if drop > 0 {
+                heldBytes -= held[i][..<drop].reduce(0) { $0 + $1.byteCount }
+                held[i].removeFirst(drop)
+            }
+        }
+    }
+
+    public func finish(_ out: Outlet) throws {
+        lock.lock()
+        held = held.map { _ in [] }
+        let delta = -accounted
+        accounted = 0
+        heldBytes = 0
+        lock.unlock()
+        out.account(heldBytes: delta)
+    }
+
+    public func control(_ request: [String: Any]) -> [String: Any] {
+        guard request["action"] as? String == "save", let path = request["path"] as? String else {
+            return ["ok": false, "error": "clip takes action 'save' and a 'path'"]
+        }
+        lock.lock()
+        var snapshot = held.map { $0.map { $0.ref() } }
+        lock.unlock()
+        // Start on the first keyframe of the (first) video stream; audio from the same time.
+        var start = snapshot.flatMap { $0 }.map(\.time).min() ?? 0
+        if let v = hasVideo.firstIndex(of: true) {
+            guard let key = snapshot[v].first(where: \.isKeyframe) else { return ["ok": false, "error": "no keyframe held yet"] }
+            start = key.time
+            snapshot[v] = Array(snapshot[v].drop { $0 !== key })
+        }
+        for i in snapshot.indices where !hasVideo[i] { snapshot[i] = snapshot[i].filter { $0.time >= start } }
+        guard snapshot.contains(where: { !$0.isEmpty }) else { return ["ok": false, "error": "nothing held yet"] }
+        do {
+            let tmp = path + ".part"
+            let muxer = try Muxer(path: tmp, format: "mp4")
+            var indices: [Int] = []
+            for s in snapshot {
+                guard let first = s.first else { indices.append(-1); continue }
+                indices.append(try muxer.addStream(first.stream.parameters, timeBase: first.timeBase))
+            }
+            try muxer.writeHeader(options: ["movflags": "+faststart"])
+            var cursor = snapshot.map { _ in 0 }
+            var written = 0
+            // Interleave by time, each packet shifted so the clip starts at zero.
+            while true {
+                var best: Int?
+                for i in snapshot.indices where cursor[i] < snapshot[i].count {
+                    if best == nil || snapshot[i][cursor[i]].time < snapshot[best!][cursor[best!]].time { best = i }
+                }
+                guard let i = best else { break }
+                let p = snapshot[i][cursor[i]]
+                cursor[i] += 1
+                let copy = p.ref()
+                let shift = Rational.rescale(start, from: Rational(1, 1_000_000), to: p.timeBase)
+                if copy.av.pointee.pts != Int64.min { copy.av.pointee.pts -= shift }
+                if copy.av.pointee.dts != Int64.min { copy.av.pointee.dts -= shift }
+                try muxer.write(copy.av, timeBase: p.timeBase, stream: indices[i])
+                written += 1
+            }
+            try muxer.finish()
+            if rename(tmp, path) != 0 { throw MediaError("cannot move the clip to \(path)") }
+            let seconds = Double((snapshot.flatMap { $0 }.map(\.time).max() ?? start) - start) / 1e6
+            return ["ok": true, "path": path, "packets": written, "seconds": seconds]
+        } catch {
+            try? FileManager.default.removeItem(atPath: path + ".part")
+            return ["ok": false, "error": "clip save: \(error)"]
+        }
+    }
+}
