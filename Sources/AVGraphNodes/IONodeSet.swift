@@ -1,5 +1,5 @@
 import AVGraph
 
 enum IONodeSet {
-    static let all: [any Node.Type] = []
+    static var all: [any Node.Type] { [FileSourceNode.self, H264Node.self, FileSinkNode.self, NullNode.self] }
 }

@@ -1,0 +1,102 @@
+import CFFmpeg
+import Foundation
+
+/// A media file being written (libavformat's muxer): open, add streams, header, packets, trailer.
+public final class Muxer {
+    /// Container names by file extension, as `avformat_alloc_output_context2` knows them.
+    public static let containers: [(ext: String, format: String)] = [
+        ("mp4", "mp4"), ("mov", "mov"), ("mkv", "matroska"), ("flv", "flv"), ("ts", "mpegts"),
+    ]
+
+    public static func formatName(forPath path: String) -> String? {
+        let ext = (path as NSString).pathExtension.lowercased()
+        return containers.first { $0.ext == ext }?.format
+    }
+
+    /// Whether `container` can hold `codec` (nil when FFmpeg cannot tell, as for mpegts, which takes most codecs).
+    public static func canHold(container: String, codec: String) -> Bool? {
+        guard let ofmt = av_guess_format(container, nil, nil) else { return false }
+        guard let desc = avcodec_descriptor_get_by_name(codec) else { return false }
+        let r = avformat_query_codec(ofmt, desc.pointee.id, FF_COMPLIANCE_NORMAL)
+        return r < 0 ? nil : r == 1
+    }
+
+    public let context: UnsafeMutablePointer<AVFormatContext>
+    public let path: String
+    public private(set) var headerWritten = false
+    public private(set) var closed = false
+
+    /// Creates the file. Fails, naming the path, when it cannot be written.
+    public init(path: String, format: String) throws {
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        try AVFailure.check(avformat_alloc_output_context2(&ctx, nil, format, path), "preparing \(format) output")
+        guard let ctx else { throw MediaError("cannot prepare \(format) output") }
+        context = ctx
+        let opened = avio_open(&ctx.pointee.pb, path, avg_avio_write())
+        if opened < 0 {
+            avformat_free_context(ctx)
+            throw MediaError("cannot write '\(path)': \(AVFailure.message(opened))")
+        }
+        self.path = path
+    }
+
+    deinit {
+        if !closed { close() }
+        avformat_free_context(context)
+    }
+
+    /// A new stream described by `parameters`; returns its index.
+    public func addStream(_ parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational) throws -> Int {
+        guard let st = avformat_new_stream(context, nil) else { throw MediaError("out of memory (avformat_new_stream)") }
+        try AVFailure.check(avcodec_parameters_copy(st.pointee.codecpar, parameters), "avcodec_parameters_copy")
+        // The tag of another container would be wrong here; the muxer picks its own.
+        st.pointee.codecpar.pointee.codec_tag = 0
+        st.pointee.time_base = timeBase.av
+        return Int(st.pointee.index)
+    }
+
+    public var streamCount: Int { Int(context.pointee.nb_streams) }
+
+    public func streamTimeBase(_ index: Int) -> Rational { Rational(context.pointee.streams[index]!.pointee.time_base) }
+
+    public func writeHeader(options: [String: String]) throws {
+        var dict: OpaquePointer?
+        for (k, v) in options { av_dict_set(&dict, k, v, 0) }
+        defer { av_dict_free(&dict) }
+        try AVFailure.check(avformat_write_header(context, &dict), "writing the header of '\(path)'")
+        headerWritten = true
+    }
+
+    /// Writes `packet` (timestamps in `timeBase`) to stream `index`; takes its data reference.
+    public func write(_ packet: UnsafeMutablePointer<AVPacket>, timeBase: Rational, stream index: Int) throws {
+        av_packet_rescale_ts(packet, timeBase.av, streamTimeBase(index).av)
+        packet.pointee.stream_index = Int32(index)
+        packet.pointee.pos = -1
+        try AVFailure.check(av_interleaved_write_frame(context, packet), "writing '\(path)'")
+    }
+
+    /// Pushes what is buffered to the file (a fragment that must survive a crash).
+    public func flush() {
+        if let pb = context.pointee.pb { avio_flush(pb) }
+    }
+
+    /// Writes the trailer (index, `moov`) and closes the file.
+    public func finish() throws {
+        guard !closed else { return }
+        defer { close() }
+        if headerWritten {
+            try AVFailure.check(av_write_trailer(context), "finishing '\(path)'")
+        }
+    }
+
+    private func close() {
+        closed = true
+        avio_closep(&context.pointee.pb)
+    }
+
+    /// Closes and deletes the file (nothing playable was written).
+    public func discard() {
+        if !closed { close() }
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}

@@ -1,0 +1,182 @@
+import AVGraph
+import CFFmpeg
+import Foundation
+
+/// `h264`: raw video in, H.264 out, with libx264 through libavcodec. Tags BT.709 limited range and
+/// converts other pixel formats to yuv420p on the way in (one swscale pass).
+public final class H264Node: Node, @unchecked Sendable {
+    public static let typeName = "h264"
+    public static let summary = "encodes video to H.264 (libx264)"
+    public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size; any pixel format (converted to yuv420p)")]
+    public static let outputs = [PadSpec("out", [.encodedVideo], doc: "H.264 packets, time base 1/frame rate, BT.709 limited range")]
+
+    static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]
+    static let tunes = ["film", "animation", "grain", "stillimage", "fastdecode", "zerolatency", "psnr", "ssim"]
+
+    public static let options = [
+        OptionSpec("bitrate", .bitrate(10_000...200_000_000), default: "2500k", live: true,
+                   doc: "average bitrate; while running, takes effect from the next frame (ignored when crf is set)"),
+        OptionSpec("maxrate", .bitrate(10_000...400_000_000),
+                   doc: "peak bitrate (VBV); default: the bitrate, so a live stream stays within it. With crf: no cap unless given"),
+        OptionSpec("bufsize", .bitrate(10_000...800_000_000),
+                   doc: "VBV buffer size in bits; default: 2 x maxrate"),
+        OptionSpec("gop", .int(1...3000),
+                   doc: "keyframe interval in frames; default: 2 seconds' worth of frames at the input's frame rate"),
+        OptionSpec("bframes", .int(0...16), default: "0", doc: "B-frames between references (0 keeps latency and decoders simple)"),
+        OptionSpec("profile", .choice(["high", "main", "baseline"]), default: "high", doc: "H.264 profile"),
+        OptionSpec("preset", .choice(presets), default: "veryfast", doc: "x264 speed/quality preset"),
+        OptionSpec("tune", .choice(tunes), doc: "x264 tuning (zerolatency for interactive streams); none by default"),
+        OptionSpec("crf", .number(0...51),
+                   doc: "constant quality (lower is better, 23 is typical) instead of a bitrate; when set, bitrate is ignored"),
+        OptionSpec("threads", .int(0...64), default: "0", doc: "encoder threads; 0 fits them to the machine's cores"),
+    ]
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        guard let input = n.format(on: "in") else { throw NegotiationError("needs a video input") }
+        guard input.width > 0, input.height > 0 else {
+            throw NegotiationError("the input carries no video (a file without a video stream?)", hint: "connect a video source")
+        }
+        if input.sizeVaries {
+            throw NegotiationError("h264 needs one fixed picture size, but the input's size changes while running",
+                                   hint: "put a resize before h264, e.g. {type: resize, size: \(input.width)x\(input.height)}")
+        }
+        if input.width % 2 != 0 || input.height % 2 != 0 {
+            throw NegotiationError("h264 needs an even width and height; got \(input.width)x\(input.height)",
+                                   hint: "resize to an even size, e.g. {type: resize, size: \(input.width & ~1)x\(input.height & ~1)}")
+        }
+        guard input.frameRate.num > 0, input.frameRate.den > 0 else {
+            throw NegotiationError("the input has no known frame rate", hint: "put an fps node before h264")
+        }
+        if n.options.string("profile") == "baseline", let b = n.options.int("bframes"), b > 0 {
+            throw NegotiationError("the baseline profile has no B-frames; got bframes \(b)", option: "bframes", hint: "set bframes: 0 or profile: main")
+        }
+        if n.options.number("crf") == nil, let maxrate = n.options.int("maxrate"), let bitrate = n.options.int("bitrate"), maxrate < bitrate {
+            throw NegotiationError("maxrate (\(maxrate / 1000)k) is below the bitrate (\(bitrate / 1000)k)", option: "maxrate")
+        }
+        if n.options.int("bufsize") != nil && n.options.int("maxrate") == nil && n.options.number("crf") != nil {
+            throw NegotiationError("bufsize needs maxrate with crf", option: "bufsize", hint: "add maxrate, e.g. maxrate: 4M")
+        }
+        guard avcodec_find_encoder_by_name("libx264") != nil else {
+            throw NegotiationError("this FFmpeg has no libx264 encoder", hint: "install an FFmpeg built with --enable-libx264")
+        }
+        var f = StreamFormat(kind: .encodedVideo)
+        f.codec = "h264"
+        f.width = input.width
+        f.height = input.height
+        f.pixelFormat = "yuv420p"
+        f.frameRate = input.frameRate
+        f.timeBase = input.frameRate.inverse
+        return [f]
+    }
+
+    private let encoder: VideoEncoder
+    private let stream: EncodedStream
+    private let timeBase: Rational
+    private var converter: PictureConverter?
+    private let crfMode: Bool
+    private let derivedMaxrate: Bool
+    private let derivedBufsize: Bool
+    private var pendingBitrate: Int?
+    private var lastPts = Int64.min
+    private let width: Int32, height: Int32
+
+    public init(_ setup: NodeSetup) throws {
+        let input = setup.inputs[0].format
+        let o = setup.options
+        timeBase = input.frameRate.inverse
+        width = Int32(input.width)
+        height = Int32(input.height)
+        encoder = try VideoEncoder(codecName: "libx264")
+        let ctx = encoder.context
+        ctx.pointee.width = width
+        ctx.pointee.height = height
+        ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+        ctx.pointee.time_base = timeBase.av
+        ctx.pointee.framerate = input.frameRate.av
+        ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        ctx.pointee.gop_size = Int32(o.int("gop") ?? max(1, Int((2 * input.frameRate.double).rounded())))
+        ctx.pointee.max_b_frames = Int32(o.int("bframes") ?? 0)
+        ctx.pointee.color_primaries = AVCOL_PRI_BT709
+        ctx.pointee.color_trc = AVCOL_TRC_BT709
+        ctx.pointee.colorspace = AVCOL_SPC_BT709
+        ctx.pointee.color_range = AVCOL_RANGE_MPEG
+        // mp4 and flv keep SPS/PPS in the stream header (extradata), not in every keyframe.
+        ctx.pointee.flags |= avg_codec_flag_global_header()
+        let threads = o.int("threads") ?? 0
+        ctx.pointee.thread_count = Int32(threads > 0 ? threads : ProcessInfo.processInfo.activeProcessorCount)
+
+        var priv = ["preset": o.string("preset") ?? "veryfast", "profile": o.string("profile") ?? "high"]
+        if let tune = o.string("tune") { priv["tune"] = tune }
+        crfMode = o.number("crf") != nil
+        derivedMaxrate = o.int("maxrate") == nil && !crfMode
+        derivedBufsize = o.int("bufsize") == nil
+        let bitrate = o.int("bitrate") ?? 2_500_000
+        if let crf = o.number("crf") {
+            priv["crf"] = String(crf)
+        } else {
+            ctx.pointee.bit_rate = Int64(bitrate)
+        }
+        let maxrate = o.int("maxrate") ?? (crfMode ? 0 : bitrate)
+        if maxrate > 0 {
+            ctx.pointee.rc_max_rate = Int64(maxrate)
+            ctx.pointee.rc_buffer_size = Int32(clamping: o.int("bufsize") ?? 2 * maxrate)
+        }
+        try encoder.open(options: priv)
+        stream = EncodedStream(copying: ctx, kind: .encodedVideo)
+    }
+
+    public func set(option: String, to value: OptionValue) throws {
+        guard option == "bitrate", case .int(let v) = value else {
+            throw MediaError("option '\(option)' cannot be changed while running")
+        }
+        if crfMode { throw MediaError("bitrate cannot change: this encoder runs in crf mode") }
+        pendingBitrate = v
+    }
+
+    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        guard let frame = buffer.frame else { return }
+        applyPendingBitrate(at: frame.seconds, out)
+        let needsConversion = frame.av.pointee.format != AV_PIX_FMT_YUV420P.rawValue
+            || frame.av.pointee.width != width || frame.av.pointee.height != height
+            || frame.av.pointee.color_range == AVCOL_RANGE_JPEG
+        let picture: Frame
+        if needsConversion {
+            if converter == nil { converter = try PictureConverter(width: Int(width), height: Int(height), format: AV_PIX_FMT_YUV420P) }
+            picture = Frame(owning: try converter!.convert(frame.av), timeBase: frame.timeBase)
+        } else {
+            picture = frame
+        }
+        var pts = Rational.rescale(frame.pts, from: frame.timeBase, to: timeBase)
+        // x264 refuses a timestamp that does not move forward; a jittery source can round onto the last one.
+        if pts <= lastPts { pts = lastPts + 1 }
+        lastPts = pts
+        picture.av.pointee.pts = pts
+        picture.av.pointee.pict_type = AV_PICTURE_TYPE_NONE
+        try encoder.send(picture.av)
+        try drain(out)
+    }
+
+    private func applyPendingBitrate(at seconds: Double, _ out: Outlet) {
+        guard let v = pendingBitrate else { return }
+        pendingBitrate = nil
+        let ctx = encoder.context
+        // libx264's wrapper compares these with its own settings before each frame and reconfigures x264.
+        ctx.pointee.bit_rate = Int64(v)
+        if derivedMaxrate { ctx.pointee.rc_max_rate = Int64(v) }
+        if derivedBufsize && ctx.pointee.rc_max_rate > 0 { ctx.pointee.rc_buffer_size = Int32(clamping: 2 * ctx.pointee.rc_max_rate) }
+        out.event("applied", ["option": "bitrate", "value": v, "media_time": seconds])
+    }
+
+    public func finish(_ out: Outlet) throws {
+        try encoder.send(nil)
+        try drain(out)
+    }
+
+    private func drain(_ out: Outlet) throws {
+        while let packet = try encoder.receive() {
+            // One frame per tick of the time base: muxers use it for the last frame's length.
+            if packet.pointee.duration <= 0 { packet.pointee.duration = 1 }
+            out.emit(Packet(owning: packet, stream: stream))
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import AVGraph
+import CFFmpeg
+import Foundation
+
+/// `file` as a sink: muxes encoded streams into a file whose extension names the container.
+/// The header waits until every input has delivered its first packet (or ended), because the
+/// streams are described by those packets. A run that fails still leaves a playable file
+/// once the header is out; before that it leaves none.
+public final class FileSinkNode: Node, @unchecked Sendable {
+    public static let typeName = "file"
+    public static let summary = "writes encoded streams to a media file (.mp4 .mov .mkv .flv .ts)"
+    public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
+                                        doc: "encoded video and audio streams; one file stream each, in this order")]
+    public static let options = [
+        OptionSpec("path", .path(mustExist: false), required: true,
+                   doc: "the file to write, relative to the .pipe file; its extension picks the container (.mp4 .mov .mkv .flv .ts); missing folders are created"),
+        OptionSpec("faststart", .bool, default: "true", doc: "mp4/mov: put the index (moov) before the media so playback starts before the download ends; ignored by other containers"),
+        OptionSpec("fragmented", .bool, default: "false",
+                   doc: "mp4/mov: write fragments (one per keyframe, flushed as written) so the file stays playable if the process dies"),
+        OptionSpec("overwrite", .bool, default: "false", doc: "replace an existing file instead of refusing to run"),
+    ]
+
+    static var extensionsText: String { Muxer.containers.map { ".\($0.ext)" }.joined(separator: ", ") }
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        guard let path = n.path("path") else { throw NegotiationError("needs a path", option: "path") }
+        let ext = (path as NSString).pathExtension
+        guard let container = Muxer.formatName(forPath: path) else {
+            throw NegotiationError(ext.isEmpty ? "the path has no extension to pick a container" : "unknown container '.\(ext)'",
+                                   option: "path", hint: "end the path with one of \(extensionsText)")
+        }
+        let isMP4 = container == "mp4" || container == "mov"
+        if n.options.bool("fragmented") && !isMP4 {
+            throw NegotiationError("fragmented applies to .mp4 and .mov, not '.\(ext)'", option: "fragmented",
+                                   hint: "remove fragmented (.\(ext) is written as it goes anyway)")
+        }
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDir) {
+            if isDir.boolValue { throw NegotiationError("'\(path)' is a folder", option: "path") }
+            if !n.options.bool("overwrite") {
+                throw NegotiationError("'\(path)' already exists", option: "path", hint: "set overwrite: true to replace it, or pick another path")
+            }
+        }
+        for input in n.inputs {
+            let f = input.format
+            guard f.kind.isEncoded, !f.codec.isEmpty else {
+                throw NegotiationError("input '\(input.from)' is not an encoded stream", hint: "encode it first")
+            }
+            if Muxer.canHold(container: container, codec: f.codec) == false {
+                let fits = Muxer.containers.filter { Muxer.canHold(container: $0.format, codec: f.codec) != false }.map { ".\($0.ext)" }
+                throw NegotiationError("a .\(ext) file cannot hold \(f.codec) (from '\(input.from)')", option: "path",
+                                       hint: fits.isEmpty ? nil : "write it to \(fits.joined(separator: " or ")) instead")
+            }
+        }
+        if container == "flv" {
+            for kind in [MediaKind.encodedVideo, .encodedAudio] where n.inputs.filter({ $0.format.kind == kind }).count > 1 {
+                throw NegotiationError("an .flv file holds one video and one audio stream; got several \(kind) inputs",
+                                       hint: "use .mkv, .mp4 or .ts for several streams")
+            }
+        }
+        return []
+    }
+
+    private let muxer: Muxer
+    private let container: String
+    private let faststart: Bool
+    private let fragmented: Bool
+    /// Per input: its stream in the file once the header is out.
+    private var streamIndex: [Int?]
+    private var firstStream: [EncodedStream?]
+    private var ended: [Bool]
+    /// Packets that arrived before the header could be written.
+    private var pending: [(input: Int, packet: Packet)] = []
+    private var done = false
+
+    public init(_ setup: NodeSetup) throws {
+        let path = setup.path("path") ?? ""
+        guard let container = Muxer.formatName(forPath: path) else { throw MediaError("unknown container for '\(path)'") }
+        if FileManager.default.fileExists(atPath: path) && !setup.options.bool("overwrite") {
+            throw MediaError("'\(path)' already exists (set overwrite: true to replace it)")
+        }
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty && !FileManager.default.fileExists(atPath: folder) {
+            do { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) } catch {
+                throw MediaError("cannot write '\(path)': cannot create its folder (\((error as NSError).localizedDescription))")
+            }
+        }
+        self.container = container
+        muxer = try Muxer(path: path, format: container)
+        faststart = setup.options.bool("faststart")
+        fragmented = setup.options.bool("fragmented")
+        streamIndex = Array(repeating: nil, count: setup.inputs.count)
+        firstStream = Array(repeating: nil, count: setup.inputs.count)
+        ended = Array(repeating: false, count: setup.inputs.count)
+    }
+
+    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        guard let packet = buffer.packet else { return }
+        if muxer.headerWritten {
+            try write(packet, input: input)
+            return
+        }
+        if firstStream[input] == nil { firstStream[input] = packet.stream }
+        pending.append((input, packet))
+        try startIfReady()
+    }
+
+    public func inputEnded(_ input: Int, _ out: Outlet) throws {
+        ended[input] = true
+        if !muxer.headerWritten { try startIfReady() }
+    }
+
+    private func startIfReady() throws {
+        guard firstStream.indices.allSatisfy({ firstStream[$0] != nil || ended[$0] }), firstStream.contains(where: { $0 != nil }) else { return }
+        for (i, s) in firstStream.enumerated() {
+            if let s { streamIndex[i] = try muxer.addStream(s.parameters, timeBase: s.timeBase) }
+        }
+        var options: [String: String] = [:]
+        if container == "mp4" || container == "mov" {
+            if fragmented {
+                options["movflags"] = "frag_keyframe+empty_moov+default_base_moof"
+                // Each fragment reaches the disk as soon as it is complete.
+                muxer.context.pointee.flags |= AVFMT_FLAG_FLUSH_PACKETS
+            } else if faststart {
+                options["movflags"] = "+faststart"
+            }
+        }
+        try muxer.writeHeader(options: options)
+        let queued = pending
+        pending.removeAll()
+        for (input, packet) in queued { try write(packet, input: input) }
+    }
+
+    private func write(_ packet: Packet, input: Int) throws {
+        guard let index = streamIndex[input] else { return }
+        try muxer.write(packet.av, timeBase: packet.timeBase, stream: index)
+    }
+
+    public func finish(_ out: Outlet) throws {
+        guard !done else { return }
+        done = true
+        if !muxer.headerWritten {
+            for i in ended.indices { ended[i] = true }
+            try startIfReady()
+        }
+        if !muxer.headerWritten {
+            muxer.discard()
+            out.warning("no media arrived; '\(muxer.path)' was not written")
+            return
+        }
+        try muxer.finish()
+    }
+
+    public func abort() {
+        guard !done else {
+            if !muxer.closed { try? muxer.finish() }
+            return
+        }
+        done = true
+        if muxer.headerWritten { try? muxer.finish() } else { muxer.discard() }
+    }
+}

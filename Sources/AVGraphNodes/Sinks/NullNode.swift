@@ -1,0 +1,30 @@
+import AVGraph
+
+/// `null`: consumes anything and counts it (benchmarks, tests); reports the counts at the end.
+public final class NullNode: Node, @unchecked Sendable {
+    public static let typeName = "null"
+    public static let summary = "consumes and counts frames or packets, writes nothing"
+    public static let inputs = [PadSpec("in", Set(MediaKind.allCases), variadic: true, doc: "any media, raw or encoded")]
+    public static let options: [OptionSpec] = []
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { [] }
+
+    private let names: [String]
+    private var counts: [Int]
+    private var bytes: [Int]
+
+    public init(_ setup: NodeSetup) throws {
+        names = setup.inputs.map(\.from)
+        counts = Array(repeating: 0, count: setup.inputs.count)
+        bytes = Array(repeating: 0, count: setup.inputs.count)
+    }
+
+    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        counts[input] += 1
+        bytes[input] += buffer.byteCount
+    }
+
+    public func finish(_ out: Outlet) throws {
+        out.event("null", ["inputs": names, "counts": counts, "bytes": bytes])
+    }
+}
