@@ -146,9 +146,9 @@ public final class H264Node: Node, @unchecked Sendable {
         } else {
             picture = frame
         }
-        var pts = Rational.rescale(frame.pts, from: frame.timeBase, to: timeBase)
+        var pts = frame.pts == avg_nopts() ? lastPts + 1 : Rational.rescale(frame.pts, from: frame.timeBase, to: timeBase)
         // x264 refuses a timestamp that does not move forward; a jittery source can round onto the last one.
-        if pts <= lastPts { pts = lastPts + 1 }
+        if lastPts != Int64.min && pts <= lastPts { pts = lastPts + 1 }
         lastPts = pts
         picture.av.pointee.pts = pts
         picture.av.pointee.pict_type = AV_PICTURE_TYPE_NONE
