@@ -361,6 +361,23 @@ final class IONodeTests: XCTestCase {
         XCTAssertGreaterThan(frames, 20)
     }
 
+    func testNV12InputIsEncodedAsIs() throws {
+        let dir = TestSupport.scratch()
+        _ = try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=10", "-t", "1",
+                                   "-pix_fmt", "nv12", "-c:v", "rawvideo", dir + "/nv12.nut"])
+        try run("""
+            nodes:
+              src: {type: file, path: nv12.nut}
+              enc: {type: h264, in: src.video, crf: 12}
+              out: {type: file, in: enc, path: nv12.mp4}
+            """, in: dir)
+        let ours = try TestSupport.decodeGray(dir + "/nv12.mp4", width: 160, height: 120)
+        let theirs = try TestSupport.decodeGray(dir + "/nv12.nut", width: 160, height: 120)
+        XCTAssertEqual(ours.count, 10)
+        let diff = zip(ours[5], theirs[5]).map { abs(Int($0) - Int($1)) }.reduce(0, +) / ours[5].count
+        XCTAssertLessThan(diff, 4, "mean luma difference at frame 5")
+    }
+
     func testContainerChecks() throws {
         let dir = TestSupport.scratch()
         func sinkErrors(_ extra: String) -> String {
