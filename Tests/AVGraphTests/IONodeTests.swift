@@ -13,6 +13,7 @@ final class EncodedAudioSource: Node, @unchecked Sendable {
     static let options = [
         OptionSpec("path", .path(mustExist: true), required: true, doc: "file"),
         OptionSpec("codec", .string, doc: "claimed codec"),
+        OptionSpec("fail-after", .int(1...100_000), doc: "throw after this many packets"),
     ]
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
@@ -27,8 +28,11 @@ final class EncodedAudioSource: Node, @unchecked Sendable {
     let index: Int
     let stream: EncodedStream
     let packet = av_packet_alloc()!
+    let failAfter: Int?
+    var sent = 0
 
     init(_ setup: NodeSetup) throws {
+        failAfter = setup.options.int("fail-after")
         demuxer = try Demuxer(path: setup.path("path")!)
         index = demuxer.bestStream(AVMEDIA_TYPE_AUDIO)!
         let st = demuxer.stream(index)
@@ -38,11 +42,27 @@ final class EncodedAudioSource: Node, @unchecked Sendable {
     func produce(_ out: Outlet) throws -> Bool {
         while try demuxer.read(into: packet) {
             if Int(packet.pointee.stream_index) == index {
+                if let failAfter, sent >= failAfter { throw MediaError("test failure") }
+                sent += 1
                 out.emit(Packet(owning: av_packet_clone(packet), stream: stream))
                 return true
             }
         }
         return false
+    }
+}
+
+/// Test-only sink that keeps the orientation tag of every frame it gets.
+final class OrientationRecorder: Node, @unchecked Sendable {
+    static let typeName = "test-orientations"
+    static let summary = "test: records frame orientations"
+    static let inputs = [PadSpec("in", [.rawVideo])]
+    static let options: [OptionSpec] = []
+    static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { [] }
+    static let seen = LockedLines()
+    init(_ setup: NodeSetup) throws {}
+    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        if let f = buffer.frame { Self.seen.append(f.orientation.rawValue) }
     }
 }
 
@@ -75,6 +95,7 @@ final class IONodeTests: XCTestCase {
         let r = BuiltinNodes.registry()
         try! r.register(EncodedAudioSource.self)
         try! r.register(VaryingSizeSource.self)
+        try! r.register(OrientationRecorder.self)
         return r
     }()
 
@@ -247,6 +268,19 @@ final class IONodeTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(bytes[0], 90 * 320 * 240 * 3 / 2)
     }
 
+    func testMissingStreamGivesAnEmptyOutput() throws {
+        let dir = TestSupport.scratch()
+        _ = try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-i", Self.clip, "-t", "1", "-an", "-c", "copy", dir + "/silent.mp4"])
+        let events = try run("""
+            nodes:
+              src: {type: file, path: silent.mp4}
+              sink: {type: null, in: [src.video, src.audio]}
+            """, in: dir)
+        let counts = try XCTUnwrap(events.first { $0["event"] as? String == "null" }?["counts"] as? [Int])
+        let expected = Int(try videoStream(dir + "/silent.mp4")["nb_read_frames"] as? String ?? "")
+        XCTAssertEqual(counts, [try XCTUnwrap(expected), 0])
+    }
+
     func testOddSizeAndVaryingSizeAreRefused() throws {
         let dir = TestSupport.scratch()
         _ = try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=161x121:rate=10", "-t", "0.5",
@@ -288,6 +322,60 @@ final class IONodeTests: XCTestCase {
         let mean = Double(y.map(Int.init).reduce(0, +)) / Double(y.count)
         XCTAssertEqual(mean, 173, accuracy: 3)
         XCTAssertEqual(try videoStream(dir + "/green.mp4")["color_range"] as? String, "tv")
+    }
+
+    func testRotationTagBecomesFrameOrientation() throws {
+        // FFmpeg 5.1 stores `rotate=90` as a display matrix that turns the picture 90° counter-clockwise
+        // (ffprobe: rotation=90; ffmpeg's autorotate applies transpose=cclock): the top is on the right.
+        let dir = TestSupport.scratch()
+        _ = try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-i", Self.clip, "-t", "0.5", "-c", "copy",
+                                   "-metadata:s:v:0", "rotate=90", dir + "/rotated.mp4"])
+        try run("""
+            nodes:
+              src: {type: file, path: rotated.mp4}
+              rec: {type: test-orientations, in: src.video}
+            """, in: dir)
+        let seen = OrientationRecorder.seen.all
+        XCTAssertGreaterThan(seen.count, 10)
+        XCTAssertEqual(Set(seen), ["right"])
+    }
+
+    func testFailedRunStillLeavesPlayableFile() throws {
+        let dir = TestSupport.scratch()
+        // Realtime, so the video is under way when the audio source fails at 1.4 s.
+        let checked = check("""
+            realtime: true
+            nodes:
+              src: {type: file, path: \(Self.clip)}
+              aud: {type: test-encoded-audio, path: \(Self.clip), fail-after: 60}
+              enc: {type: h264, in: src.video, preset: ultrafast}
+              out: {type: file, in: [enc, aud], path: cut.mp4}
+            """, in: dir)
+        XCTAssertTrue(checked.isValid, errors(checked))
+        let run = try PipelineRun(checked, events: EventLog(output: .none))
+        XCTAssertThrowsError(try run.run()) { XCTAssertTrue("\($0)".contains("node 'aud'"), "\($0)") }
+        // 60 AAC packets are 1.39 s: the file holds at least that much, and plays.
+        let samples = try TestSupport.decodeAudio(dir + "/cut.mp4", rate: 44100)
+        XCTAssertEqual(Double(samples.count) / 44100, 60 * 1024 / 44100, accuracy: 0.1)
+        let frames = Int(try videoStream(dir + "/cut.mp4")["nb_read_frames"] as? String ?? "") ?? 0
+        XCTAssertGreaterThan(frames, 20)
+    }
+
+    func testNV12InputIsEncodedAsIs() throws {
+        let dir = TestSupport.scratch()
+        _ = try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=10", "-t", "1",
+                                   "-pix_fmt", "nv12", "-c:v", "rawvideo", dir + "/nv12.nut"])
+        try run("""
+            nodes:
+              src: {type: file, path: nv12.nut}
+              enc: {type: h264, in: src.video, crf: 12}
+              out: {type: file, in: enc, path: nv12.mp4}
+            """, in: dir)
+        let ours = try TestSupport.decodeGray(dir + "/nv12.mp4", width: 160, height: 120)
+        let theirs = try TestSupport.decodeGray(dir + "/nv12.nut", width: 160, height: 120)
+        XCTAssertEqual(ours.count, 10)
+        let diff = zip(ours[5], theirs[5]).map { abs(Int($0) - Int($1)) }.reduce(0, +) / ours[5].count
+        XCTAssertLessThan(diff, 4, "mean luma difference at frame 5")
     }
 
     func testContainerChecks() throws {
@@ -342,7 +430,9 @@ final class IONodeTests: XCTestCase {
         // The test source claims aac to get past check; the packets are opus.
         XCTAssertTrue(checked.isValid, errors(checked))
         let run = try PipelineRun(checked, events: EventLog(output: .none))
-        XCTAssertThrowsError(try run.run()) { XCTAssertTrue("\($0)".contains("node 'out'"), "\($0)") }
+        XCTAssertThrowsError(try run.run()) {
+            XCTAssertTrue("\($0)".contains("node 'out'") && "\($0)".contains("header"), "\($0)")
+        }
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out.flv"))
     }
 

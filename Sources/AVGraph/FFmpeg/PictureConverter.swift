@@ -47,7 +47,7 @@ public final class PictureConverter {
             out.pointee.width = width
             out.pointee.height = height
             out.pointee.format = format.rawValue
-            try withUnsafeMutablePointer(to: &out.pointee.data) { data in
+            _ = try withUnsafeMutablePointer(to: &out.pointee.data) { data in
                 try data.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 8) { planes in
                     try withUnsafeMutablePointer(to: &out.pointee.linesize) { ls in
                         try ls.withMemoryRebound(to: Int32.self, capacity: 8) { lines in

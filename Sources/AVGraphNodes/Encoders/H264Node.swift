@@ -7,7 +7,7 @@ import Foundation
 public final class H264Node: Node, @unchecked Sendable {
     public static let typeName = "h264"
     public static let summary = "encodes video to H.264 (libx264)"
-    public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size; any pixel format (converted to yuv420p)")]
+    public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size; yuv420p and nv12 go straight in, other pixel formats are converted")]
     public static let outputs = [PadSpec("out", [.encodedVideo], doc: "H.264 packets, time base 1/frame rate, BT.709 limited range")]
 
     static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]
@@ -79,6 +79,7 @@ public final class H264Node: Node, @unchecked Sendable {
     private var pendingBitrate: Int?
     private var lastPts = Int64.min
     private let width: Int32, height: Int32
+    private let pictureFormat: AVPixelFormat
 
     public init(_ setup: NodeSetup) throws {
         let input = setup.inputs[0].format
@@ -90,7 +91,9 @@ public final class H264Node: Node, @unchecked Sendable {
         let ctx = encoder.context
         ctx.pointee.width = width
         ctx.pointee.height = height
-        ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+        // x264 takes both 4:2:0 layouts as they are (NV12 is even its own internal layout); others go through swscale.
+        pictureFormat = input.pixelFormat == "nv12" ? AV_PIX_FMT_NV12 : AV_PIX_FMT_YUV420P
+        ctx.pointee.pix_fmt = pictureFormat
         ctx.pointee.time_base = timeBase.av
         ctx.pointee.framerate = input.frameRate.av
         ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
@@ -136,19 +139,19 @@ public final class H264Node: Node, @unchecked Sendable {
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         applyPendingBitrate(at: frame.seconds, out)
-        let needsConversion = frame.av.pointee.format != AV_PIX_FMT_YUV420P.rawValue
+        let needsConversion = frame.av.pointee.format != pictureFormat.rawValue
             || frame.av.pointee.width != width || frame.av.pointee.height != height
             || frame.av.pointee.color_range == AVCOL_RANGE_JPEG
         let picture: Frame
         if needsConversion {
-            if converter == nil { converter = try PictureConverter(width: Int(width), height: Int(height), format: AV_PIX_FMT_YUV420P) }
+            if converter == nil { converter = try PictureConverter(width: Int(width), height: Int(height), format: pictureFormat) }
             picture = Frame(owning: try converter!.convert(frame.av), timeBase: frame.timeBase)
         } else {
             picture = frame
         }
-        var pts = Rational.rescale(frame.pts, from: frame.timeBase, to: timeBase)
+        var pts = frame.pts == avg_nopts() ? lastPts + 1 : Rational.rescale(frame.pts, from: frame.timeBase, to: timeBase)
         // x264 refuses a timestamp that does not move forward; a jittery source can round onto the last one.
-        if pts <= lastPts { pts = lastPts + 1 }
+        if lastPts != Int64.min && pts <= lastPts { pts = lastPts + 1 }
         lastPts = pts
         picture.av.pointee.pts = pts
         picture.av.pointee.pict_type = AV_PICTURE_TYPE_NONE

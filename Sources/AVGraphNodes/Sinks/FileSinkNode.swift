@@ -72,6 +72,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     /// Packets that arrived before the header could be written.
     private var pending: [(input: Int, packet: Packet)] = []
     private var done = false
+    private let inputNames: [String]
 
     public init(_ setup: NodeSetup) throws {
         let path = setup.path("path") ?? ""
@@ -92,6 +93,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         streamIndex = Array(repeating: nil, count: setup.inputs.count)
         firstStream = Array(repeating: nil, count: setup.inputs.count)
         ended = Array(repeating: false, count: setup.inputs.count)
+        inputNames = setup.inputs.map(\.from)
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
@@ -102,16 +104,27 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         }
         if firstStream[input] == nil { firstStream[input] = packet.stream }
         pending.append((input, packet))
+        if pending.count > Self.maxPending {
+            // An input that neither starts nor ends must not hold the others (and memory) forever.
+            let late = firstStream.indices.filter { firstStream[$0] == nil && !ended[$0] }.map { inputNames[$0] }
+            out.warning("writing '\(muxer.path)' without \(late.joined(separator: ", ")): no media from it after \(Self.maxPending) packets of the others")
+            try startIfReady(force: true)
+            return
+        }
         try startIfReady()
     }
+
+    /// About 10 s of 30 fps video with its audio.
+    static let maxPending = 1000
 
     public func inputEnded(_ input: Int, _ out: Outlet) throws {
         ended[input] = true
         if !muxer.headerWritten { try startIfReady() }
     }
 
-    private func startIfReady() throws {
-        guard firstStream.indices.allSatisfy({ firstStream[$0] != nil || ended[$0] }), firstStream.contains(where: { $0 != nil }) else { return }
+    private func startIfReady(force: Bool = false) throws {
+        guard force || firstStream.indices.allSatisfy({ firstStream[$0] != nil || ended[$0] }),
+              firstStream.contains(where: { $0 != nil }) else { return }
         for (i, s) in firstStream.enumerated() {
             if let s { streamIndex[i] = try muxer.addStream(s.parameters, timeBase: s.timeBase) }
         }
