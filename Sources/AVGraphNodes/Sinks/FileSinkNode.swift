@@ -81,10 +81,9 @@ public final class FileSinkNode: Node, @unchecked Sendable {
             throw MediaError("'\(path)' already exists (set overwrite: true to replace it)")
         }
         let folder = (path as NSString).deletingLastPathComponent
+        // Like ffmpeg, a missing folder is the user's to create: a typo in a path must not scatter folders.
         if !folder.isEmpty && !FileManager.default.fileExists(atPath: folder) {
-            do { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) } catch {
-                throw MediaError("cannot write '\(path)': cannot create its folder (\((error as NSError).localizedDescription))")
-            }
+            throw MediaError("cannot write '\(path)': the folder '\(folder)' does not exist")
         }
         self.container = container
         muxer = try Muxer(path: path, format: container)
