@@ -1,5 +1,8 @@
 import AVGraph
 
 enum VideoNodeSet {
-    static let all: [any Node.Type] = []
+    nonisolated(unsafe) static let all: [any Node.Type] = [
+        TestsrcNode.self,
+        OrientNode.self,
+    ]
 }
