@@ -152,4 +152,192 @@ final class VideoNodeTests: XCTestCase {
             assertMarkerTopLeft(o, side: 24, "frame \(o.pts)")
         }
     }
+
+    // MARK: resize
+
+    func testResizeFitsPortraitScreenIntoLandscapeWithBlackBars() throws {
+        try run("""
+        nodes:
+          src: {type: testsrc, duration: 0.1s}
+          fit: {type: resize, in: src, size: 1280x720, mode: fit}
+          out: {type: collect, in: fit, key: out}
+        """)
+        let out = frames("out")
+        XCTAssertEqual(out.count, 3)
+        XCTAssertEqual(CollectedFrames.shared.format("out")?.sizeVaries, false)
+        // 1170x2532 scaled to height 720 is 332 wide (even), centred at x = 474.
+        for f in out {
+            XCTAssertEqual([f.width, f.height], [1280, 720])
+            XCTAssertEqual(f.pixelFormat, AV_PIX_FMT_YUV420P)
+            XCTAssertEqual(f.av.pointee.color_range, AVCOL_RANGE_MPEG)
+            XCTAssertEqual(luma(f, 0, 0, 474, 720), 16, "left bar is black")
+            XCTAssertEqual(luma(f, 806, 0, 474, 720), 16, "right bar is black")
+            XCTAssertEqual(f.plane(1)![100], 128, "bar chroma is neutral")
+            // The marker (234 px of 1170, so ~66 px here) sits in the content's top-left corner.
+            XCTAssertGreaterThan(luma(f, 478, 4, 56, 56), 200)
+            XCTAssertLessThan(luma(f, 806 - 60, 4, 56, 56), 61)
+            XCTAssertLessThan(luma(f, 478, 720 - 60, 56, 56), 61)
+            XCTAssertGreaterThan(luma(f, 474, 200, 332, 320), 40, "content fills the middle")
+        }
+        XCTAssertEqual(out.map(\.pts), [0, 1, 2])
+    }
+
+    func testResizeFillCropsAndStretchIgnoresAspect() throws {
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 200x400, rate: 10, duration: 0.2s, format: yuv420p}
+          fill: {type: resize, in: src, size: 200x200, mode: fill, format: nv12}
+          stretch: {type: resize, in: src, size: 100x100, mode: stretch, quality: fast}
+          a: {type: collect, in: fill, key: fill}
+          b: {type: collect, in: stretch, key: stretch}
+        """)
+        let fill = frames("fill"), stretch = frames("stretch")
+        XCTAssertEqual(fill.count, 2)
+        XCTAssertEqual(stretch.count, 2)
+        // fill keeps the middle 200x200 of 200x400: the top corners (and the marker) are cropped away.
+        XCTAssertEqual([fill[0].width, fill[0].height], [200, 200])
+        XCTAssertEqual(fill[0].pixelFormat, AV_PIX_FMT_NV12)
+        XCTAssertLessThan(luma(fill[0], 0, 0, 30, 30), 150)
+        // stretch squeezes the whole picture: the 40 px marker is 20x10 now.
+        XCTAssertEqual([stretch[0].width, stretch[0].height], [100, 100])
+        XCTAssertGreaterThan(luma(stretch[0], 2, 1, 14, 7), 200)
+        XCTAssertLessThan(luma(stretch[0], 84, 90, 14, 7), 61)
+    }
+
+    // MARK: privacy
+
+    func testPrivacyScheduleSwapsInTheFittedCard() throws {
+        let dir = TestSupport.scratch(name)
+        try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=red:s=320x120", "-frames:v", "1", dir + "/card.png"])
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 160x120, rate: 10, duration: 3s}
+          hide: {type: privacy, in: src, image: card.png, schedule: [{at: 1s, for: 1s}]}
+          out: {type: collect, in: hide, key: out}
+        """, in: dir)
+        let out = frames("out")
+        XCTAssertEqual(out.count, 30)
+        XCTAssertEqual(out.map(\.pts), Array(0..<30))
+        // The 320x120 card fitted into 160x120: red (BT.709 limited luma 63) in a 160x60 band, black bars above and below.
+        var expected = [UInt8](repeating: 16, count: 160 * 120)
+        for y in 30..<90 { for x in 0..<160 { expected[y * 160 + x] = 63 } }
+        func difference(_ f: Frame) -> Double {
+            let p = f.plane(0)!, ls = f.lineSize(0)
+            var sum = 0
+            for y in 0..<120 { for x in 0..<160 { sum += abs(Int(p[y * ls + x]) - Int(expected[y * 160 + x])) } }
+            return Double(sum) / Double(160 * 120)
+        }
+        for f in out {
+            let d = difference(f)
+            if (10..<20).contains(f.pts) {
+                XCTAssertLessThan(d, 2, "frame \(f.pts) should be the card")
+                XCTAssertEqual(f.plane(0), out[10].plane(0), "the card is one picture, shared")
+            } else {
+                XCTAssertGreaterThan(d, 20, "frame \(f.pts) should be the screen")
+            }
+        }
+    }
+
+    // MARK: fps
+
+    func fpsThroughStall(hold: String) throws -> [Frame] {
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 64x64, rate: 30, duration: 3s, stalls: [{at: 1s, for: 1s}]}
+          raw: {type: collect, in: src, key: raw}
+          cfr: {type: fps, in: src, rate: 30, hold: \(hold)}
+          out: {type: collect, in: cfr, key: out}
+        """)
+        XCTAssertEqual(frames("raw").count, 60, "the source leaves out the stalled second")
+        return frames("out")
+    }
+
+    func testFpsRepeatsLastFrameThroughStallWithinHold() throws {
+        let out = try fpsThroughStall(hold: "2s")
+        XCTAssertEqual(out.map(\.pts), Array(0..<90))
+        XCTAssertEqual(out[40].timeBase, Rational(1, 30))
+        // The repeats are the last frame before the stall, by reference.
+        for f in out[30..<60] { XCTAssertEqual(f.plane(0), out[29].plane(0)) }
+        XCTAssertNotEqual(out[60].plane(0), out[29].plane(0))
+    }
+
+    func testFpsWithoutHoldLeavesAGap() throws {
+        let out = try fpsThroughStall(hold: "0s")
+        XCTAssertEqual(out.map(\.pts), Array(0..<30) + Array(60..<90))
+    }
+
+    func testFpsHalvesSixtyToThirty() throws {
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 64x64, rate: 60, duration: 2s}
+          raw: {type: collect, in: src, key: raw}
+          cfr: {type: fps, in: src, rate: 30}
+          out: {type: collect, in: cfr, key: out}
+        """)
+        let raw = frames("raw"), out = frames("out")
+        XCTAssertEqual(raw.count, 120)
+        XCTAssertEqual(out.map(\.pts), Array(0..<60))
+        XCTAssertEqual(out[0].timeBase, Rational(1, 30))
+        // Each slot shows an input picture due by then (no copies), every other one.
+        let inputs = raw.map { $0.plane(0) }
+        for (k, f) in out.enumerated() {
+            let i = inputs.firstIndex(of: f.plane(0))
+            XCTAssertNotNil(i)
+            if let i { XCTAssertTrue(i == 2 * k || i == 2 * k + 1, "slot \(k) shows input \(i)") }
+        }
+        XCTAssertEqual(Set(out.map { $0.plane(0) }).count, 60)
+    }
+
+    // MARK: rawvideo
+
+    func makeRawFile(_ dir: String) throws -> String {
+        let path = dir + "/x.yuv"
+        try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=10", "-frames", "20",
+                               "-pix_fmt", "nv12", "-f", "rawvideo", path])
+        return path
+    }
+
+    func testRawvideoReadsEveryFrameAndLoops() throws {
+        let dir = TestSupport.scratch(name)
+        let path = try makeRawFile(dir)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        XCTAssertEqual(bytes.count, 20 * 320 * 240 * 3 / 2)
+        try run("""
+        nodes:
+          once: {type: rawvideo, path: x.yuv, size: 320x240, format: nv12, rate: 10}
+          twice: {type: rawvideo, path: x.yuv, size: 320x240, format: nv12, rate: 10, loop: 2, orientation: left}
+          a: {type: collect, in: once, key: once}
+          b: {type: collect, in: twice, key: twice}
+        """, in: dir)
+        let once = frames("once"), twice = frames("twice")
+        XCTAssertEqual(once.count, 20)
+        XCTAssertEqual(twice.count, 40)
+        XCTAssertEqual(twice.map(\.pts), Array(0..<40))
+        XCTAssertEqual(twice[0].orientation, .left)
+        func picture(_ f: Frame) -> Data {
+            Data(bytes: f.plane(0)!, count: 320 * 240 * 3 / 2)
+        }
+        let frameSize = 320 * 240 * 3 / 2
+        for i in [0, 7, 19] {
+            XCTAssertEqual(picture(once[i]), bytes.subdata(in: i * frameSize..<(i + 1) * frameSize), "frame \(i) is the file's")
+            XCTAssertEqual(once[i].seconds, Double(i) / 10, accuracy: 1e-9)
+        }
+        XCTAssertEqual(picture(twice[25]), picture(once[5]), "the second play starts over")
+    }
+
+    func testRawvideoRefusesFileOfWrongSize() throws {
+        let dir = TestSupport.scratch(name)
+        _ = try makeRawFile(dir)
+        let path = dir + "/test.pipe"
+        try """
+        nodes:
+          src: {type: rawvideo, path: x.yuv, size: 320x250, format: nv12}
+          out: {type: collect, in: src, key: out}
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        let checked = Checker(registry: Self.registry).check(path: path)
+        XCTAssertFalse(checked.isValid)
+        let text = checked.diagnostics.map(\.description).joined(separator: "\n")
+        XCTAssertTrue(text.contains("'x.yuv' holds 2304000 bytes"), text)
+        XCTAssertTrue(text.contains("test.pipe:2:"), "points at the path option: \(text)")
+    }
 }

@@ -127,6 +127,19 @@ extension Frame {
     }
 }
 
+extension Frame {
+    /// Fills the whole picture except `inner` (bars around a scaled picture). Paint them after
+    /// scaling: swscale's SIMD may write a few pixels past the right edge of its target.
+    public func fill(around inner: PixelRect, with elements: [[UInt8]], layout: PixelLayout) {
+        let w = width, h = height, r = inner
+        guard r != PixelRect(x: 0, y: 0, width: w, height: h) else { return }
+        fill(PixelRect(x: 0, y: 0, width: w, height: r.y), with: elements, layout: layout)
+        fill(PixelRect(x: 0, y: r.y + r.height, width: w, height: h - r.y - r.height), with: elements, layout: layout)
+        fill(PixelRect(x: 0, y: r.y, width: r.x, height: r.height), with: elements, layout: layout)
+        fill(PixelRect(x: r.x + r.width, y: r.y, width: w - r.x - r.width, height: r.height), with: elements, layout: layout)
+    }
+}
+
 extension PixelRect {
     @inline(__always)
     static func fillRow(_ row: UnsafeMutableRawPointer, element e: [UInt8], count: Int) {

@@ -80,3 +80,34 @@ public final class Scaler: @unchecked Sendable {
         return (full, matrix)
     }
 }
+
+/// Where a picture goes when it is scaled into another size.
+public enum Placement {
+    public enum Mode: String, Sendable { case fit, fill, stretch }
+
+    /// Which part of the input goes to which part of the output, on whole chroma samples.
+    public static func place(inWidth iw: Int, inHeight ih: Int, inAlign: Int, outWidth W: Int, outHeight H: Int, outAlign: Int,
+                          mode: Mode) -> (source: PixelRect, target: PixelRect) {
+        func snap(_ v: Double, limit: Int, align: Int) -> Int {
+            let n = Int(v.rounded())
+            if n >= limit { return limit }
+            return max(align, n / align * align)
+        }
+        let full = PixelRect(x: 0, y: 0, width: iw, height: ih)
+        let canvas = PixelRect(x: 0, y: 0, width: W, height: H)
+        switch mode {
+        case .stretch:
+            return (full, canvas)
+        case .fit:
+            let scale = min(Double(W) / Double(iw), Double(H) / Double(ih))
+            let w = snap(Double(iw) * scale, limit: W, align: outAlign), h = snap(Double(ih) * scale, limit: H, align: outAlign)
+            let x = (W - w) / 2 / outAlign * outAlign, y = (H - h) / 2 / outAlign * outAlign
+            return (full, PixelRect(x: x, y: y, width: w, height: h))
+        case .fill:
+            let scale = max(Double(W) / Double(iw), Double(H) / Double(ih))
+            let w = snap(Double(W) / scale, limit: iw, align: inAlign), h = snap(Double(H) / scale, limit: ih, align: inAlign)
+            let x = (iw - w) / 2 / inAlign * inAlign, y = (ih - h) / 2 / inAlign * inAlign
+            return (PixelRect(x: x, y: y, width: w, height: h), canvas)
+        }
+    }
+}
