@@ -153,6 +153,42 @@ final class VideoNodeTests: XCTestCase {
         }
     }
 
+    /// The block kernels of `orient` against the mapping's own definition, pixel by pixel, for
+    /// every tag, with sizes that leave partial blocks at the edges.
+    func testTurningMatchesTheOrientationMappingForEveryTag() throws {
+        for format in ["nv12", "yuv420p", "gray"] {
+            let layout = PixelLayout(format)!
+            let (bw, bh) = (38, 22)
+            let pool = try VideoFramePool(width: bw, height: bh, pixelFormat: format)
+            let source = try pool.frame(timeBase: Rational(1, 30))
+            var seed: UInt32 = 7
+            for p in layout.planes.indices {
+                let rows = layout.planeHeight(p, bh), bytes = layout.planeWidth(p, bw) * layout.planes[p].bytesPerElement
+                for y in 0..<rows { for x in 0..<bytes {
+                    seed = seed &* 1_103_515_245 &+ 12345
+                    source.plane(p)![y * source.lineSize(p) + x] = UInt8(truncatingIfNeeded: seed >> 16)
+                } }
+            }
+            for tag in Orientation.allCases {
+                let size = tag.uprightSize(width: bw, height: bh)
+                let target = try VideoFramePool(width: size.width, height: size.height, pixelFormat: format).frame(timeBase: Rational(1, 30))
+                PictureTurn.upright(source, into: target, map: tag.storage, layout: layout)
+                for p in layout.planes.indices {
+                    let e = layout.planes[p].bytesPerElement
+                    let pw = layout.planeWidth(p, bw), ph = layout.planeHeight(p, bh)
+                    for y in 0..<layout.planeHeight(p, size.height) { for x in 0..<layout.planeWidth(p, size.width) {
+                        let b = tag.storage.bufferPoint(x: x, y: y, bufferWidth: pw, bufferHeight: ph)
+                        for k in 0..<e {
+                            let want = source.plane(p)![b.y * source.lineSize(p) + b.x * e + k]
+                            let got = target.plane(p)![y * target.lineSize(p) + x * e + k]
+                            if want != got { XCTFail("\(format) \(tag) plane \(p) at \(x),\(y)"); return }
+                        }
+                    } }
+                }
+            }
+        }
+    }
+
     // MARK: resize
 
     func testResizeFitsPortraitScreenIntoLandscapeWithBlackBars() throws {
