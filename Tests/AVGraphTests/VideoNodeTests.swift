@@ -37,6 +37,13 @@ final class CollectSink: Node, @unchecked Sendable {
     }
 }
 
+final class CollectedEvents: @unchecked Sendable {
+    private let lock = NSLock()
+    private var kept: [String] = []
+    func add(_ line: String) { lock.lock(); kept.append(line); lock.unlock() }
+    var lines: [String] { lock.lock(); defer { lock.unlock() }; return kept }
+}
+
 final class VideoNodeTests: XCTestCase {
     static let registry: NodeRegistry = {
         let r = BuiltinNodes.registry()
@@ -272,6 +279,33 @@ final class VideoNodeTests: XCTestCase {
                 XCTAssertGreaterThan(d, 20, "frame \(f.pts) should be the screen")
             }
         }
+    }
+
+    func testPrivacyLiveSwitchAppliesOnTheNextFrame() throws {
+        let dir = TestSupport.scratch(name)
+        try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=white:s=64x64", "-frames:v", "1", dir + "/card.png"])
+        try """
+        nodes:
+          src: {type: testsrc, size: 64x64, rate: 10, duration: 0.5s, format: yuv420p}
+          hide: {type: privacy, in: src, image: card.png}
+          out: {type: collect, in: hide, key: out}
+        """.write(toFile: dir + "/test.pipe", atomically: true, encoding: .utf8)
+        CollectedFrames.shared.reset()
+        let checked = Checker(registry: Self.registry).check(path: dir + "/test.pipe")
+        XCTAssertTrue(checked.isValid)
+        let events = EventLog(output: .none)
+        let applied = CollectedEvents()
+        events.addListener { line in if line.contains("\"applied\"") { applied.add(line) } }
+        let run = try PipelineRun(checked, events: events, realtime: false)
+        let accepted = expectation(description: "set accepted")
+        run.set(node: "hide", option: "enabled", value: .bool(true)) { error in XCTAssertNil(error); accepted.fulfill() }
+        try run.run()
+        wait(for: [accepted], timeout: 1)
+        let out = frames("out")
+        XCTAssertEqual(out.count, 5)
+        for f in out { XCTAssertEqual(luma(f, 0, 0, 64, 64), 235, accuracy: 1, "frame \(f.pts) is the white card") }
+        XCTAssertEqual(applied.lines.count, 1)
+        XCTAssertTrue(applied.lines.first?.contains("\"media_time\":0") ?? false, applied.lines.joined())
     }
 
     // MARK: fps

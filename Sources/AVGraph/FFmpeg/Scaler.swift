@@ -23,7 +23,7 @@ public final class Scaler: @unchecked Sendable {
     public init(from sw: Int, _ sh: Int, _ sourceFormat: AVPixelFormat, to tw: Int, _ th: Int, _ targetFormat: AVPixelFormat,
                 quality: Quality = .bicubic, sourceFullRange: Bool = false, sourceMatrix: Int32 = SWS_CS_ITU709) throws {
         guard let c = sws_getContext(Int32(sw), Int32(sh), sourceFormat, Int32(tw), Int32(th), targetFormat,
-                                     quality.flags | SWS_ACCURATE_RND, nil, nil, nil) else {
+                                     quality.flags, nil, nil, nil) else {
             throw MediaError("swscale cannot convert \(sw)x\(sh) \(Self.name(sourceFormat)) to \(tw)x\(th) \(Self.name(targetFormat))")
         }
         context = c
