@@ -336,6 +336,24 @@ final class VideoNodeTests: XCTestCase {
         XCTAssertEqual(out.map(\.pts), Array(0..<30) + Array(60..<90))
     }
 
+    func testFpsKeepsARealtimeStreamGoingThroughAStall() throws {
+        let dir = TestSupport.scratch(name)
+        try """
+        realtime: true
+        nodes:
+          src: {type: testsrc, size: 64x64, rate: 30, duration: 1.5s, stalls: [{at: 0.5s, for: 0.5s}]}
+          cfr: {type: fps, in: src, rate: 30}
+          out: {type: collect, in: cfr, key: out}
+        """.write(toFile: dir + "/test.pipe", atomically: true, encoding: .utf8)
+        CollectedFrames.shared.reset()
+        let checked = Checker(registry: Self.registry).check(path: dir + "/test.pipe")
+        try PipelineRun(checked, events: EventLog(output: .none), realtime: true).run()
+        let pts = frames("out").map(\.pts)
+        // The stall is bridged by repeats sent on the clock; however late they go out, no slot is skipped.
+        XCTAssertEqual(pts, Array(0..<Int64(pts.count)))
+        XCTAssertTrue((45...47).contains(pts.count), "\(pts.count) frames")
+    }
+
     func testFpsHalvesSixtyToThirty() throws {
         try run("""
         nodes:

@@ -36,6 +36,8 @@ final class FpsNode: Node, @unchecked Sendable {
     var currentShown = false
     /// The next slot to fill.
     var next: Int64 = 0
+    /// Pipeline clock when the current frame arrived (realtime runs).
+    var arrivalClock: Double?
 
     init(_ setup: NodeSetup) throws {
         rate = setup.outputs[0].frameRate
@@ -57,12 +59,17 @@ final class FpsNode: Node, @unchecked Sendable {
         current = frame
         currentSlot = s
         currentShown = false
+        if out.realtime { arrivalClock = out.clock }
     }
 
     /// Realtime: keep the stream going through a stall without waiting for the next frame.
+    /// The stall is measured from the last arrival, so sources whose timestamps do not start at
+    /// zero work too; repeats go out `latency` after their slot's time.
     func tick(_ out: Outlet) throws {
-        guard current != nil else { return }
-        let due = slot(of: out.clock - Self.latency)
+        guard current != nil, let arrived = arrivalClock else { return }
+        let waited = out.clock - arrived - Self.latency
+        guard waited > 0 else { return }
+        let due = currentSlot + Int64((waited * rate.double).rounded(.down))
         fill(before: due + 1, out, stopAtHold: true)
     }
 
