@@ -1,5 +1,12 @@
 import AVGraph
 
 enum VideoNodeSet {
-    static let all: [any Node.Type] = []
+    nonisolated(unsafe) static let all: [any Node.Type] = [
+        TestsrcNode.self,
+        RawvideoNode.self,
+        OrientNode.self,
+        ResizeNode.self,
+        PrivacyNode.self,
+        FpsNode.self,
+    ]
 }

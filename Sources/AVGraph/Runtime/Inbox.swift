@@ -23,13 +23,9 @@ final class Inbox: @unchecked Sendable {
         }
 
         func pop() -> MediaBuffer {
-            let item = items[head]
-            head += 1
-            if head > 64 && head * 2 > items.count {
-                items.removeFirst(head)
-                head = 0
-            }
-            return item
+            // Lanes are short (capacity ~8): removing the item outright is cheap, and a popped
+            // frame must not stay referenced here, or its pooled picture never returns to the pool.
+            items.remove(at: head)
         }
 
         func dropOldest() -> MediaBuffer? { count > 0 ? pop() : nil }

@@ -1,0 +1,100 @@
+import CFFmpeg
+
+/// Pictures of one geometry from an FFmpeg buffer pool: after the first few frames every
+/// `frame()` reuses a buffer a downstream node has released, so memory stays flat.
+/// Each picture is one buffer holding all planes (`av_image_fill_arrays` layout), which lets a
+/// raw file be read straight into it when `alignment` is 1.
+public final class VideoFramePool: @unchecked Sendable {
+    public let width: Int
+    public let height: Int
+    public let pixelFormat: AVPixelFormat
+    public let alignment: Int
+    /// Bytes of one picture in this pool's layout (without the safety padding).
+    public let pictureSize: Int
+    private var pool: OpaquePointer?
+
+    /// SIMD code in swscale may read a little past the last line; FFmpeg pads its own buffers too.
+    private static let padding = 64
+
+    public init(width: Int, height: Int, pixelFormat: AVPixelFormat, alignment: Int = 32) throws {
+        guard width > 0, height > 0 else { throw MediaError("picture size \(width)x\(height) is empty") }
+        self.width = width
+        self.height = height
+        self.pixelFormat = pixelFormat
+        self.alignment = alignment
+        let size = av_image_get_buffer_size(pixelFormat, Int32(width), Int32(height), Int32(alignment))
+        try AVFailure.check(size, "av_image_get_buffer_size")
+        pictureSize = Int(size)
+        guard let p = av_buffer_pool_init(Int(size) + Self.padding, nil) else { throw MediaError("av_buffer_pool_init failed") }
+        pool = p
+    }
+
+    public convenience init(width: Int, height: Int, pixelFormat name: String, alignment: Int = 32) throws {
+        guard let f = PixelLayout.format(named: name) else { throw MediaError("unknown pixel format '\(name)'") }
+        try self.init(width: width, height: height, pixelFormat: f, alignment: alignment)
+    }
+
+    deinit {
+        // Frames still downstream keep their buffers; FFmpeg frees the pool when the last returns.
+        av_buffer_pool_uninit(&pool)
+    }
+
+    public func matches(width: Int, height: Int, pixelFormat: AVPixelFormat) -> Bool {
+        self.width == width && self.height == height && self.pixelFormat == pixelFormat
+    }
+
+    /// A writable picture (its contents are whatever the buffer last held).
+    public func frame(timeBase: Rational, orientation: Orientation = .up) throws -> Frame {
+        guard let buf = av_buffer_pool_get(pool) else { throw MediaError("out of memory for a \(width)x\(height) picture") }
+        guard let av = av_frame_alloc() else {
+            var b: UnsafeMutablePointer<AVBufferRef>? = buf
+            av_buffer_unref(&b)
+            throw MediaError("av_frame_alloc failed")
+        }
+        av.pointee.width = Int32(width)
+        av.pointee.height = Int32(height)
+        av.pointee.format = pixelFormat.rawValue
+        av.pointee.buf.0 = buf
+        av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        let frame = Frame(owning: av, timeBase: timeBase, orientation: orientation)
+        let data = frame.dataPointers
+        let code = withUnsafeMutablePointer(to: &av.pointee.linesize) { ls in
+            ls.withMemoryRebound(to: Int32.self, capacity: 8) { lines in
+                av_image_fill_arrays(data, lines, buf.pointee.data, pixelFormat, Int32(width), Int32(height), Int32(alignment))
+            }
+        }
+        try AVFailure.check(code, "av_image_fill_arrays")
+        // FFmpeg's ref/clone code treats a video frame as one whose extended_data is its data array.
+        av.pointee.extended_data = data
+        return frame
+    }
+}
+
+extension Frame {
+    /// `av.data` as the pointer array FFmpeg's image functions take.
+    public var dataPointers: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?> {
+        let offset = MemoryLayout<AVFrame>.offset(of: \AVFrame.data)!
+        return (UnsafeMutableRawPointer(av) + offset).assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+    }
+
+    public var lineSizes: UnsafeMutablePointer<Int32> {
+        let offset = MemoryLayout<AVFrame>.offset(of: \AVFrame.linesize)!
+        return (UnsafeMutableRawPointer(av) + offset).assumingMemoryBound(to: Int32.self)
+    }
+
+    public var pixelFormat: AVPixelFormat { AVPixelFormat(rawValue: av.pointee.format) }
+
+    /// The tags of what every video node here writes: BT.709 matrix, primaries and transfer, limited range.
+    public func tagBT709Limited() {
+        av.pointee.color_range = AVCOL_RANGE_MPEG
+        av.pointee.colorspace = AVCOL_SPC_BT709
+        av.pointee.color_primaries = AVCOL_PRI_BT709
+        av.pointee.color_trc = AVCOL_TRC_BT709
+    }
+
+    /// Timing and tags of `other` (pts, duration, color), for a new picture made from it.
+    public func copyProperties(from other: Frame) {
+        av_frame_copy_props(av, other.av)
+        timeBase = other.timeBase
+    }
+}

@@ -1,0 +1,107 @@
+import AVGraph
+import CFFmpeg
+
+/// Constant frame rate: output slot n is at n/rate and shows the latest input frame due by then
+/// (half a slot of tolerance). Faster input is thinned; while the input stalls the last frame is
+/// repeated for at most `hold`, then the stream pauses (its timestamps jump). Every output is a
+/// reference to an input picture with a new timestamp: nothing is copied.
+final class FpsNode: Node, @unchecked Sendable {
+    static let typeName = "fps"
+    static let summary = "constant frame rate: drop extra frames, repeat the last one through stalls"
+    static let inputs = [PadSpec("video", [.rawVideo])]
+    static let outputs = [PadSpec("video", [.rawVideo], doc: "frames at exactly `rate`, pts in 1/rate")]
+    static let options: [OptionSpec] = [
+        OptionSpec("rate", .rate(0.1...240), required: true, doc: "output frame rate"),
+        OptionSpec("hold", .duration(0...3600), default: "2s",
+                   doc: "while the input stalls, repeat the last frame for at most this long (0s: never repeat, leave a gap)"),
+    ]
+
+    static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        guard var f = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
+        guard let rate = n.options.rate("rate") else { throw NegotiationError("missing rate", option: "rate", hint: "write rate: 30") }
+        f.frameRate = rate
+        f.timeBase = rate.inverse
+        return [f]
+    }
+
+    /// How long after a slot's time a realtime run waits for a late frame before repeating.
+    static let latency = 0.1
+
+    let rate: Rational
+    let slotTimeBase: Rational
+    /// Repeats allowed after a frame's own slot.
+    let holdSlots: Int64
+    var current: Frame?
+    var currentSlot: Int64 = 0
+    var currentShown = false
+    /// The next slot to fill.
+    var next: Int64 = 0
+    /// Pipeline clock when the current frame arrived (realtime runs).
+    var arrivalClock: Double?
+
+    init(_ setup: NodeSetup) throws {
+        rate = setup.outputs[0].frameRate
+        slotTimeBase = rate.inverse
+        holdSlots = Int64(((setup.options.duration("hold") ?? 2) * rate.double + 1e-6).rounded(.down))
+    }
+
+    /// The first slot a frame at `t` seconds may fill: the one it is nearest to, ties to the earlier.
+    func slot(of t: Double) -> Int64 { Int64((t * rate.double - 0.5 - 1e-9).rounded(.up)) }
+
+    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        guard let frame = buffer.frame else { return }
+        let s = slot(of: frame.seconds)
+        if current == nil {
+            next = s
+        } else {
+            fill(before: s, out)
+        }
+        current = frame
+        currentSlot = s
+        currentShown = false
+        if out.realtime { arrivalClock = out.clock }
+    }
+
+    /// Realtime: keep the stream going through a stall without waiting for the next frame.
+    /// The stall is measured from the last arrival, so sources whose timestamps do not start at
+    /// zero work too; repeats go out `latency` after their slot's time.
+    func tick(_ out: Outlet) throws {
+        guard current != nil, let arrived = arrivalClock else { return }
+        let waited = out.clock - arrived - Self.latency
+        guard waited > 0 else { return }
+        let due = currentSlot + Int64((waited * rate.double).rounded(.down))
+        fill(before: due + 1, out, stopAtHold: true)
+    }
+
+    func finish(_ out: Outlet) throws {
+        guard current != nil else { return }
+        // The last frame shows once more only if nothing showed it; never past its own slot.
+        fill(before: currentSlot + 1, out)
+        if !currentShown { show(next, out) }
+        current = nil
+    }
+
+    /// Fills slots up to (not including) `end` with the current frame, as far as `hold` allows;
+    /// past it the slots stay empty and the stream resumes at `end`.
+    private func fill(before end: Int64, _ out: Outlet, stopAtHold: Bool = false) {
+        while next < end {
+            if !currentShown || next - currentSlot <= holdSlots {
+                show(next, out)
+            } else {
+                if !stopAtHold { next = end }
+                return
+            }
+        }
+    }
+
+    private func show(_ slot: Int64, _ out: Outlet) {
+        guard let current else { return }
+        let f = current.ref()
+        f.pts = slot
+        f.timeBase = slotTimeBase
+        f.av.pointee.pkt_duration = 1
+        out.emit(f)
+        currentShown = true
+        next = slot + 1
+    }
+}

@@ -1,0 +1,64 @@
+import AVGraph
+import CFFmpeg
+
+/// Stands each picture upright from its orientation tag (the one convention of
+/// OrientationMapping.swift). Upright pictures pass through as the same reference; turned ones
+/// are rewritten once into a pooled picture of the upright size.
+final class OrientNode: Node, @unchecked Sendable {
+    static let typeName = "orient"
+    static let summary = "upright picture from each frame's orientation tag"
+    static let inputs = [PadSpec("video", [.rawVideo])]
+    static let outputs = [PadSpec("video", [.rawVideo], doc: "upright pictures (tag up); size changes when the tag turns the picture")]
+    static let options: [OptionSpec] = [
+        OptionSpec("override", .orientation, doc: "ignore the frames' tags and treat every frame as carrying this one"),
+    ]
+
+    static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        guard var f = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
+        guard let layout = PixelLayout(f.pixelFormat), layout.canTurn else {
+            throw NegotiationError("cannot turn \(f.pixelFormat) pictures", hint: "use nv12, yuv420p, yuv444p, gray or rgba, e.g. with a resize before")
+        }
+        if let o = n.options.orientation("override") {
+            if o.swapsAxes { swap(&f.width, &f.height) }
+        } else {
+            // Tags can change mid-stream (a phone turned while recording).
+            f.sizeVaries = true
+        }
+        return [f]
+    }
+
+    let override: Orientation?
+    var pool: VideoFramePool?
+    var layouts: [Int32: PixelLayout] = [:]
+
+    init(_ setup: NodeSetup) throws {
+        override = setup.options.orientation("override")
+    }
+
+    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        guard let frame = buffer.frame else { return }
+        let tag = override ?? frame.orientation
+        if tag == .up {
+            frame.orientation = .up
+            out.emit(frame)
+            return
+        }
+        let layout = try layout(of: frame)
+        let size = tag.uprightSize(width: frame.width, height: frame.height)
+        if pool?.matches(width: size.width, height: size.height, pixelFormat: layout.format) != true {
+            pool = try VideoFramePool(width: size.width, height: size.height, pixelFormat: layout.format)
+        }
+        let upright = try pool!.frame(timeBase: frame.timeBase)
+        upright.copyProperties(from: frame)
+        PictureTurn.upright(frame, into: upright, map: tag.storage, layout: layout)
+        out.emit(upright)
+    }
+
+    private func layout(of frame: Frame) throws -> PixelLayout {
+        let key = frame.av.pointee.format
+        if let l = layouts[key] { return l }
+        guard let l = PixelLayout(frame.pixelFormat), l.canTurn else { throw MediaError("cannot turn pictures of pixel format \(key)") }
+        layouts[key] = l
+        return l
+    }
+}

@@ -1,0 +1,97 @@
+import AVGraph
+import CFFmpeg
+
+/// Hides the picture behind an image while on (the `enabled` switch, live, or a `schedule`).
+/// The image is decoded once and converted once per picture geometry (fitted, black bars, the
+/// stream's pixel format, BT.709 limited); while on, each frame is swapped for a reference to
+/// that card carrying the frame's timestamp, so no picture is converted or copied per frame.
+final class PrivacyNode: Node, @unchecked Sendable {
+    static let typeName = "privacy"
+    static let summary = "replace the picture by an image while on (live switch or schedule)"
+    static let inputs = [PadSpec("video", [.rawVideo])]
+    static let outputs = [PadSpec("video", [.rawVideo], doc: "the input, or the image while on; timing kept")]
+    static let options: [OptionSpec] = [
+        OptionSpec("image", .path(mustExist: true), required: true, doc: "the privacy card (PNG, JPEG...), fitted to the picture size"),
+        OptionSpec("enabled", .bool, default: "false", live: true, doc: "show the card now (avgraph ctl PIPELINE set NODE.enabled true)"),
+        OptionSpec("schedule", .spans, doc: "spans of media time [{at: 20s, for: 10s}] when the card shows by itself"),
+    ]
+
+    static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
+        guard let layout = PixelLayout(input.pixelFormat), sws_isSupportedOutput(layout.format) > 0 else {
+            throw NegotiationError("cannot draw the card in \(input.pixelFormat) pictures")
+        }
+        if let path = n.path("image") {
+            do { _ = try ImageLoader.load(path) } catch {
+                throw NegotiationError("cannot read image '\(n.options.string("image") ?? path)': \(error)", option: "image")
+            }
+        }
+        return [input]
+    }
+
+    struct Geometry: Hashable { var width: Int, height: Int, format: Int32 }
+
+    let image: Frame
+    let schedule: [TimeSpan]
+    var enabled: Bool
+    var pendingEnabled: Bool?
+    var cards: [Geometry: Frame] = [:]
+
+    init(_ setup: NodeSetup) throws {
+        guard let path = setup.path("image") else { throw MediaError("missing image") }
+        image = try ImageLoader.load(path)
+        schedule = setup.options.spans("schedule")
+        enabled = setup.options.bool("enabled")
+    }
+
+    func set(option: String, to value: OptionValue) throws {
+        guard option == "enabled", case .bool(let on) = value else {
+            throw MediaError("option '\(option)' cannot be changed while running")
+        }
+        pendingEnabled = on
+    }
+
+    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        guard let frame = buffer.frame else { return }
+        let t = frame.seconds
+        if let change = pendingEnabled {
+            enabled = change
+            pendingEnabled = nil
+            out.event("applied", ["option": "enabled", "value": change, "media_time": t])
+        }
+        guard enabled || schedule.contains(where: { $0.contains(t) }) else {
+            out.emit(frame)
+            return
+        }
+        let shown = try card(for: frame).ref()
+        shown.pts = frame.pts
+        shown.timeBase = frame.timeBase
+        shown.av.pointee.pkt_duration = frame.av.pointee.pkt_duration
+        shown.orientation = .up
+        out.emit(shown)
+    }
+
+    private func card(for frame: Frame) throws -> Frame {
+        let key = Geometry(width: frame.width, height: frame.height, format: frame.av.pointee.format)
+        if let c = cards[key] { return c }
+        guard let layout = PixelLayout(frame.pixelFormat) else { throw MediaError("cannot draw the card in pixel format \(key.format)") }
+        let card = Frame(timeBase: frame.timeBase)
+        card.av.pointee.width = Int32(frame.width)
+        card.av.pointee.height = Int32(frame.height)
+        card.av.pointee.format = key.format
+        try AVFailure.check(av_frame_get_buffer(card.av, 32), "av_frame_get_buffer")
+        card.tagBT709Limited()
+        let imageAlign = PixelLayout(image.pixelFormat)?.alignment ?? 1
+        let place = Placement.place(inWidth: image.width, inHeight: image.height, inAlign: imageAlign,
+                                    outWidth: frame.width, outHeight: frame.height, outAlign: layout.alignment, mode: .fit)
+        let color = Scaler.colorDetails(of: image)
+        let scaler = try Scaler(from: image.width, image.height, image.pixelFormat, to: place.target.width, place.target.height, layout.format,
+                                quality: .bicubic, sourceFullRange: color.fullRange, sourceMatrix: color.matrix)
+        try scaler.scale(image, place.source, into: card, place.target)
+        card.fill(around: place.target, with: layout.elements(for: RGB(r: 0, g: 0, b: 0)), layout: layout)
+        // A stream that keeps turning would otherwise collect cards; keep the few recent geometries.
+        if cards.count >= 4 { cards.removeAll() }
+        cards[key] = card
+        return card
+    }
+}

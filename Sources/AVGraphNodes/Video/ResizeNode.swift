@@ -1,0 +1,90 @@
+import AVGraph
+import CFFmpeg
+
+/// Scales every picture to one size with swscale: `fit` scales straight into the middle of the
+/// output picture and paints the bars, `fill` scales a centred crop (source pointers offset, no
+/// copy), `stretch` ignores the aspect. Range/matrix become BT.709 limited in the same pass.
+final class ResizeNode: Node, @unchecked Sendable {
+    static let typeName = "resize"
+    static let summary = "scale pictures to one size (fit with bars, fill by cropping, or stretch)"
+    static let inputs = [PadSpec("video", [.rawVideo])]
+    static let outputs = [PadSpec("video", [.rawVideo], doc: "pictures of exactly `size`, BT.709 limited range")]
+    static let formats = ["yuv420p", "nv12", "yuv444p", "gray"]
+    static let options: [OptionSpec] = [
+        OptionSpec("size", .size, required: true, doc: "output picture size (h264 needs even sizes)"),
+        OptionSpec("mode", .choice(["fit", "fill", "stretch"]), default: "fit",
+                   doc: "fit: whole picture, bars around it; fill: cover the size, crop the overflow; stretch: ignore the aspect ratio"),
+        OptionSpec("background", .color, default: "black", doc: "color of the bars in fit mode"),
+        OptionSpec("format", .choice(formats), default: "yuv420p", doc: "output pixel format"),
+        OptionSpec("quality", .choice(Scaler.Quality.allCases.map(\.rawValue)), default: "bicubic", doc: "scaling filter: fast, bilinear, bicubic or lanczos"),
+    ]
+
+    static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
+        guard let size = n.options.size("size") else { throw NegotiationError("missing size", option: "size", hint: "write size: 1280x720") }
+        guard PixelLayout(input.pixelFormat) != nil else { throw NegotiationError("cannot scale \(input.pixelFormat) pictures") }
+        let format = n.options.string("format") ?? "yuv420p"
+        var f = StreamFormat.video(width: size.width, height: size.height, pixelFormat: format, frameRate: input.frameRate)
+        f.timeBase = input.timeBase
+        f.sizeVaries = false
+        return [f]
+    }
+
+    struct Geometry: Hashable {
+        var width: Int, height: Int, format: Int32, fullRange: Bool, matrix: Int32
+    }
+
+    struct Plan {
+        let scaler: Scaler
+        let source: PixelRect
+        let target: PixelRect
+    }
+
+    let width: Int, height: Int
+    let mode: Placement.Mode
+    let quality: Scaler.Quality
+    let layout: PixelLayout
+    let background: [[UInt8]]
+    let pool: VideoFramePool
+    var plans: [Geometry: Plan] = [:]
+
+    init(_ setup: NodeSetup) throws {
+        let f = setup.outputs[0]
+        width = f.width
+        height = f.height
+        mode = Placement.Mode(rawValue: setup.options.string("mode") ?? "fit") ?? .fit
+        quality = Scaler.Quality(rawValue: setup.options.string("quality") ?? "bicubic") ?? .bicubic
+        guard let l = PixelLayout(f.pixelFormat) else { throw MediaError("unknown pixel format '\(f.pixelFormat)'") }
+        layout = l
+        background = l.elements(for: setup.options.color("background") ?? RGB(r: 0, g: 0, b: 0))
+        pool = try VideoFramePool(width: width, height: height, pixelFormat: l.format)
+    }
+
+    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        guard let frame = buffer.frame else { return }
+        let plan = try self.plan(for: frame)
+        let resized = try pool.frame(timeBase: frame.timeBase, orientation: frame.orientation)
+        resized.copyProperties(from: frame)
+        resized.av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        resized.tagBT709Limited()
+        try plan.scaler.scale(frame, plan.source, into: resized, plan.target)
+        resized.fill(around: plan.target, with: background, layout: layout)
+        out.emit(resized)
+    }
+
+    /// One swscale context per input geometry: the input size may change mid-stream (a turned phone).
+    private func plan(for frame: Frame) throws -> Plan {
+        let color = Scaler.colorDetails(of: frame)
+        let key = Geometry(width: frame.width, height: frame.height, format: frame.av.pointee.format, fullRange: color.fullRange, matrix: color.matrix)
+        if let p = plans[key] { return p }
+        guard let inLayout = PixelLayout(frame.pixelFormat) else { throw MediaError("cannot scale pixel format \(key.format)") }
+        let (source, target) = Placement.place(inWidth: frame.width, inHeight: frame.height, inAlign: inLayout.alignment,
+                                               outWidth: width, outHeight: height, outAlign: layout.alignment, mode: mode)
+        let scaler = try Scaler(from: source.width, source.height, frame.pixelFormat, to: target.width, target.height, layout.format,
+                                quality: quality, sourceFullRange: color.fullRange, sourceMatrix: color.matrix)
+        if plans.count >= 8 { plans.removeAll() }
+        let p = Plan(scaler: scaler, source: source, target: target)
+        plans[key] = p
+        return p
+    }
+}

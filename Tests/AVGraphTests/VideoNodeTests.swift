@@ -1,0 +1,431 @@
+import AVGraph
+import AVGraphNodes
+import CFFmpeg
+import Foundation
+import XCTest
+
+/// Frames kept by `collect` sinks, by the sink's `key`.
+final class CollectedFrames: @unchecked Sendable {
+    static let shared = CollectedFrames()
+    private let lock = NSLock()
+    private var frames: [String: [Frame]] = [:]
+    private var formats: [String: StreamFormat] = [:]
+
+    func reset() { lock.lock(); frames = [:]; formats = [:]; lock.unlock() }
+    func append(_ key: String, _ f: Frame) { lock.lock(); frames[key, default: []].append(f); lock.unlock() }
+    func setFormat(_ key: String, _ f: StreamFormat) { lock.lock(); formats[key] = f; lock.unlock() }
+    func frames(_ key: String) -> [Frame] { lock.lock(); defer { lock.unlock() }; return frames[key] ?? [] }
+    func format(_ key: String) -> StreamFormat? { lock.lock(); defer { lock.unlock() }; return formats[key] }
+}
+
+/// A test-only sink that keeps every frame it gets, so tests can look at real pixels.
+final class CollectSink: Node, @unchecked Sendable {
+    static let typeName = "collect"
+    static let summary = "keeps raw frames for tests"
+    static let inputs = [PadSpec("video", [.rawVideo])]
+    static let options = [OptionSpec("key", .string, required: true, doc: "name the frames are kept under")]
+    static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { [] }
+
+    let key: String
+    init(_ setup: NodeSetup) throws {
+        key = setup.options.string("key")!
+        if let f = setup.inputs.first?.format { CollectedFrames.shared.setFormat(key, f) }
+    }
+
+    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        if let f = buffer.frame { CollectedFrames.shared.append(key, f) }
+    }
+}
+
+final class CollectedEvents: @unchecked Sendable {
+    private let lock = NSLock()
+    private var kept: [String] = []
+    func add(_ line: String) { lock.lock(); kept.append(line); lock.unlock() }
+    var lines: [String] { lock.lock(); defer { lock.unlock() }; return kept }
+}
+
+final class VideoNodeTests: XCTestCase {
+    static let registry: NodeRegistry = {
+        let r = BuiltinNodes.registry()
+        try! r.register(CollectSink.self)
+        return r
+    }()
+
+    /// Checks and runs `yaml` (offline) and returns the checked pipeline; frames land in `CollectedFrames`.
+    @discardableResult
+    func run(_ yaml: String, in dir: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws -> CheckedPipeline {
+        CollectedFrames.shared.reset()
+        let dir = dir ?? TestSupport.scratch(name)
+        let path = dir + "/test.pipe"
+        try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+        let checked = Checker(registry: Self.registry).check(path: path)
+        guard checked.isValid else {
+            XCTFail("pipe does not check:\n" + checked.diagnostics.map(\.description).joined(separator: "\n"), file: file, line: line)
+            throw MediaError("invalid pipe")
+        }
+        try PipelineRun(checked, events: EventLog(output: .none), realtime: false).run()
+        return checked
+    }
+
+    func frames(_ key: String) -> [Frame] { CollectedFrames.shared.frames(key) }
+
+    /// Mean luma of a rectangle of a frame's first plane.
+    func luma(_ f: Frame, _ x: Int, _ y: Int, _ w: Int, _ h: Int) -> Double {
+        let p = f.plane(0)!, ls = f.lineSize(0)
+        var sum = 0
+        for row in y..<(y + h) { for col in x..<(x + w) { sum += Int(p[row * ls + col]) } }
+        return Double(sum) / Double(w * h)
+    }
+
+    /// Mean luma of the four corner blocks (side `side`, 2 px inset): TL, TR, BL, BR.
+    func corners(_ f: Frame, side: Int) -> [Double] {
+        let s = side - 4, w = f.width, h = f.height
+        return [luma(f, 2, 2, s, s), luma(f, w - side + 2, 2, s, s), luma(f, 2, h - side + 2, s, s), luma(f, w - side + 2, h - side + 2, s, s)]
+    }
+
+    func assertMarkerTopLeft(_ f: Frame, side: Int, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        let c = corners(f, side: side)
+        XCTAssertGreaterThan(c[0], 200, "\(what): top-left corner should be bright, corners \(c)", file: file, line: line)
+        for i in 1..<4 { XCTAssertLessThan(c[i], 61, "\(what): corner \(i) should be dark, corners \(c)", file: file, line: line) }
+    }
+
+    // MARK: testsrc + orient
+
+    func testUprightSourcePassesThroughWithMarkerTopLeft() throws {
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 120x260, rate: 10, duration: 0.5s}
+          raw: {type: collect, in: src, key: raw}
+          up: {type: orient, in: src}
+          out: {type: collect, in: up, key: out}
+        """)
+        let raw = frames("raw"), out = frames("out")
+        XCTAssertEqual(out.count, 5)
+        XCTAssertEqual(out.map(\.pts), [0, 1, 2, 3, 4])
+        for (r, o) in zip(raw, out) {
+            XCTAssertEqual(o.width, 120)
+            XCTAssertEqual(o.height, 260)
+            XCTAssertEqual(o.orientation, .up)
+            // `up` passes the picture itself, no copy.
+            XCTAssertEqual(r.plane(0), o.plane(0))
+            assertMarkerTopLeft(o, side: 24, "frame \(o.pts)")
+        }
+        XCTAssertEqual(out[0].av.pointee.color_range, AVCOL_RANGE_MPEG)
+        XCTAssertEqual(out[0].av.pointee.colorspace, AVCOL_SPC_BT709)
+        XCTAssertEqual(CollectedFrames.shared.format("out")?.sizeVaries, true)
+    }
+
+    func testLeftTaggedBufferIsTurnedClockwise() throws {
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 120x260, rate: 10, duration: 0.3s, orientation: left}
+          raw: {type: collect, in: src, key: raw}
+          up: {type: orient, in: src}
+          out: {type: collect, in: up, key: out}
+        """)
+        let raw = frames("raw"), out = frames("out")
+        XCTAssertEqual(out.count, 3)
+        for (r, o) in zip(raw, out) {
+            XCTAssertEqual(r.orientation, .left)
+            XCTAssertEqual([r.width, r.height], [120, 260])
+            // `left`: the picture's top is at the buffer's left, so its top-left corner is the buffer's bottom-left.
+            let c = corners(r, side: 24)
+            XCTAssertGreaterThan(c[2], 200, "stored corners \(c)")
+            XCTAssertEqual([o.width, o.height], [260, 120])
+            XCTAssertEqual(o.orientation, .up)
+            XCTAssertEqual(o.pts, r.pts)
+            assertMarkerTopLeft(o, side: 24, "frame \(o.pts)")
+        }
+    }
+
+    func testMirroredTagsAndScheduleComeOutUpright() throws {
+        try run("""
+        nodes:
+          src:
+            type: testsrc
+            size: 120x260
+            rate: 10
+            duration: 2s
+            format: yuv420p
+            orientation: [{at: 0s, value: left-mirrored}, {at: 0.5s, value: down}, {at: 1s, value: up-mirrored}, {at: 1.5s, value: right}]
+          up: {type: orient, in: src}
+          out: {type: collect, in: up, key: out}
+        """)
+        let out = frames("out")
+        XCTAssertEqual(out.count, 20)
+        for o in out {
+            let turned = (0..<5).contains(o.pts) || (15..<20).contains(o.pts)
+            XCTAssertEqual([o.width, o.height], turned ? [260, 120] : [120, 260], "frame \(o.pts)")
+            assertMarkerTopLeft(o, side: 24, "frame \(o.pts)")
+        }
+    }
+
+    /// The block kernels of `orient` against the mapping's own definition, pixel by pixel, for
+    /// every tag, with sizes that leave partial blocks at the edges.
+    func testTurningMatchesTheOrientationMappingForEveryTag() throws {
+        for format in ["nv12", "yuv420p", "gray"] {
+            let layout = PixelLayout(format)!
+            let (bw, bh) = (38, 22)
+            let pool = try VideoFramePool(width: bw, height: bh, pixelFormat: format)
+            let source = try pool.frame(timeBase: Rational(1, 30))
+            var seed: UInt32 = 7
+            for p in layout.planes.indices {
+                let rows = layout.planeHeight(p, bh), bytes = layout.planeWidth(p, bw) * layout.planes[p].bytesPerElement
+                for y in 0..<rows { for x in 0..<bytes {
+                    seed = seed &* 1_103_515_245 &+ 12345
+                    source.plane(p)![y * source.lineSize(p) + x] = UInt8(truncatingIfNeeded: seed >> 16)
+                } }
+            }
+            for tag in Orientation.allCases {
+                let size = tag.uprightSize(width: bw, height: bh)
+                let target = try VideoFramePool(width: size.width, height: size.height, pixelFormat: format).frame(timeBase: Rational(1, 30))
+                PictureTurn.upright(source, into: target, map: tag.storage, layout: layout)
+                for p in layout.planes.indices {
+                    let e = layout.planes[p].bytesPerElement
+                    let pw = layout.planeWidth(p, bw), ph = layout.planeHeight(p, bh)
+                    for y in 0..<layout.planeHeight(p, size.height) { for x in 0..<layout.planeWidth(p, size.width) {
+                        let b = tag.storage.bufferPoint(x: x, y: y, bufferWidth: pw, bufferHeight: ph)
+                        for k in 0..<e {
+                            let want = source.plane(p)![b.y * source.lineSize(p) + b.x * e + k]
+                            let got = target.plane(p)![y * target.lineSize(p) + x * e + k]
+                            if want != got { XCTFail("\(format) \(tag) plane \(p) at \(x),\(y)"); return }
+                        }
+                    } }
+                }
+            }
+        }
+    }
+
+    // MARK: resize
+
+    func testResizeFitsPortraitScreenIntoLandscapeWithBlackBars() throws {
+        try run("""
+        nodes:
+          src: {type: testsrc, duration: 0.1s}
+          fit: {type: resize, in: src, size: 1280x720, mode: fit}
+          out: {type: collect, in: fit, key: out}
+        """)
+        let out = frames("out")
+        XCTAssertEqual(out.count, 3)
+        XCTAssertEqual(CollectedFrames.shared.format("out")?.sizeVaries, false)
+        // 1170x2532 scaled to height 720 is 332 wide (even), centred at x = 474.
+        for f in out {
+            XCTAssertEqual([f.width, f.height], [1280, 720])
+            XCTAssertEqual(f.pixelFormat, AV_PIX_FMT_YUV420P)
+            XCTAssertEqual(f.av.pointee.color_range, AVCOL_RANGE_MPEG)
+            XCTAssertEqual(luma(f, 0, 0, 474, 720), 16, "left bar is black")
+            XCTAssertEqual(luma(f, 806, 0, 474, 720), 16, "right bar is black")
+            XCTAssertEqual(f.plane(1)![100], 128, "bar chroma is neutral")
+            // The marker (234 px of 1170, so ~66 px here) sits in the content's top-left corner.
+            XCTAssertGreaterThan(luma(f, 478, 4, 56, 56), 200)
+            XCTAssertLessThan(luma(f, 806 - 60, 4, 56, 56), 61)
+            XCTAssertLessThan(luma(f, 478, 720 - 60, 56, 56), 61)
+            XCTAssertGreaterThan(luma(f, 474, 200, 332, 320), 40, "content fills the middle")
+        }
+        XCTAssertEqual(out.map(\.pts), [0, 1, 2])
+    }
+
+    func testResizeFillCropsAndStretchIgnoresAspect() throws {
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 200x400, rate: 10, duration: 0.2s, format: yuv420p}
+          fill: {type: resize, in: src, size: 200x200, mode: fill, format: nv12}
+          stretch: {type: resize, in: src, size: 100x100, mode: stretch, quality: fast}
+          a: {type: collect, in: fill, key: fill}
+          b: {type: collect, in: stretch, key: stretch}
+        """)
+        let fill = frames("fill"), stretch = frames("stretch")
+        XCTAssertEqual(fill.count, 2)
+        XCTAssertEqual(stretch.count, 2)
+        // fill keeps the middle 200x200 of 200x400: the top corners (and the marker) are cropped away.
+        XCTAssertEqual([fill[0].width, fill[0].height], [200, 200])
+        XCTAssertEqual(fill[0].pixelFormat, AV_PIX_FMT_NV12)
+        XCTAssertLessThan(luma(fill[0], 0, 0, 30, 30), 150)
+        // stretch squeezes the whole picture: the 40 px marker is 20x10 now.
+        XCTAssertEqual([stretch[0].width, stretch[0].height], [100, 100])
+        XCTAssertGreaterThan(luma(stretch[0], 2, 1, 14, 7), 200)
+        XCTAssertLessThan(luma(stretch[0], 84, 90, 14, 7), 61)
+    }
+
+    // MARK: privacy
+
+    func testPrivacyScheduleSwapsInTheFittedCard() throws {
+        let dir = TestSupport.scratch(name)
+        try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=red:s=320x120", "-frames:v", "1", dir + "/card.png"])
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 160x120, rate: 10, duration: 3s}
+          hide: {type: privacy, in: src, image: card.png, schedule: [{at: 1s, for: 1s}]}
+          out: {type: collect, in: hide, key: out}
+        """, in: dir)
+        let out = frames("out")
+        XCTAssertEqual(out.count, 30)
+        XCTAssertEqual(out.map(\.pts), Array(0..<30))
+        // The 320x120 card fitted into 160x120: red (BT.709 limited luma 63) in a 160x60 band, black bars above and below.
+        var expected = [UInt8](repeating: 16, count: 160 * 120)
+        for y in 30..<90 { for x in 0..<160 { expected[y * 160 + x] = 63 } }
+        func difference(_ f: Frame) -> Double {
+            let p = f.plane(0)!, ls = f.lineSize(0)
+            var sum = 0
+            for y in 0..<120 { for x in 0..<160 { sum += abs(Int(p[y * ls + x]) - Int(expected[y * 160 + x])) } }
+            return Double(sum) / Double(160 * 120)
+        }
+        for f in out {
+            let d = difference(f)
+            if (10..<20).contains(f.pts) {
+                XCTAssertLessThan(d, 2, "frame \(f.pts) should be the card")
+                XCTAssertEqual(f.plane(0), out[10].plane(0), "the card is one picture, shared")
+            } else {
+                XCTAssertGreaterThan(d, 20, "frame \(f.pts) should be the screen")
+            }
+        }
+    }
+
+    func testPrivacyLiveSwitchAppliesOnTheNextFrame() throws {
+        let dir = TestSupport.scratch(name)
+        try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=white:s=64x64", "-frames:v", "1", dir + "/card.png"])
+        try """
+        nodes:
+          src: {type: testsrc, size: 64x64, rate: 10, duration: 0.5s, format: yuv420p}
+          hide: {type: privacy, in: src, image: card.png}
+          out: {type: collect, in: hide, key: out}
+        """.write(toFile: dir + "/test.pipe", atomically: true, encoding: .utf8)
+        CollectedFrames.shared.reset()
+        let checked = Checker(registry: Self.registry).check(path: dir + "/test.pipe")
+        XCTAssertTrue(checked.isValid)
+        let events = EventLog(output: .none)
+        let applied = CollectedEvents()
+        events.addListener { line in if line.contains("\"applied\"") { applied.add(line) } }
+        let run = try PipelineRun(checked, events: events, realtime: false)
+        let accepted = expectation(description: "set accepted")
+        run.set(node: "hide", option: "enabled", value: .bool(true)) { error in XCTAssertNil(error); accepted.fulfill() }
+        try run.run()
+        wait(for: [accepted], timeout: 1)
+        let out = frames("out")
+        XCTAssertEqual(out.count, 5)
+        for f in out { XCTAssertEqual(luma(f, 0, 0, 64, 64), 235, accuracy: 1, "frame \(f.pts) is the white card") }
+        XCTAssertEqual(applied.lines.count, 1)
+        XCTAssertTrue(applied.lines.first?.contains("\"media_time\":0") ?? false, applied.lines.joined())
+    }
+
+    // MARK: fps
+
+    func fpsThroughStall(hold: String) throws -> [Frame] {
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 64x64, rate: 30, duration: 3s, stalls: [{at: 1s, for: 1s}]}
+          raw: {type: collect, in: src, key: raw}
+          cfr: {type: fps, in: src, rate: 30, hold: \(hold)}
+          out: {type: collect, in: cfr, key: out}
+        """)
+        XCTAssertEqual(frames("raw").count, 60, "the source leaves out the stalled second")
+        return frames("out")
+    }
+
+    func testFpsRepeatsLastFrameThroughStallWithinHold() throws {
+        let out = try fpsThroughStall(hold: "2s")
+        XCTAssertEqual(out.map(\.pts), Array(0..<90))
+        XCTAssertEqual(out[40].timeBase, Rational(1, 30))
+        // The repeats are the last frame before the stall, by reference.
+        for f in out[30..<60] { XCTAssertEqual(f.plane(0), out[29].plane(0)) }
+        XCTAssertNotEqual(out[60].plane(0), out[29].plane(0))
+    }
+
+    func testFpsWithoutHoldLeavesAGap() throws {
+        let out = try fpsThroughStall(hold: "0s")
+        XCTAssertEqual(out.map(\.pts), Array(0..<30) + Array(60..<90))
+    }
+
+    func testFpsKeepsARealtimeStreamGoingThroughAStall() throws {
+        let dir = TestSupport.scratch(name)
+        try """
+        realtime: true
+        nodes:
+          src: {type: testsrc, size: 64x64, rate: 30, duration: 1.5s, stalls: [{at: 0.5s, for: 0.5s}]}
+          cfr: {type: fps, in: src, rate: 30}
+          out: {type: collect, in: cfr, key: out}
+        """.write(toFile: dir + "/test.pipe", atomically: true, encoding: .utf8)
+        CollectedFrames.shared.reset()
+        let checked = Checker(registry: Self.registry).check(path: dir + "/test.pipe")
+        try PipelineRun(checked, events: EventLog(output: .none), realtime: true).run()
+        let pts = frames("out").map(\.pts)
+        // The stall is bridged by repeats sent on the clock; however late they go out, no slot is skipped.
+        XCTAssertEqual(pts, Array(0..<Int64(pts.count)))
+        XCTAssertTrue((45...47).contains(pts.count), "\(pts.count) frames")
+    }
+
+    func testFpsHalvesSixtyToThirty() throws {
+        try run("""
+        nodes:
+          src: {type: testsrc, size: 64x64, rate: 60, duration: 2s}
+          raw: {type: collect, in: src, key: raw}
+          cfr: {type: fps, in: src, rate: 30}
+          out: {type: collect, in: cfr, key: out}
+        """)
+        let raw = frames("raw"), out = frames("out")
+        XCTAssertEqual(raw.count, 120)
+        XCTAssertEqual(out.map(\.pts), Array(0..<60))
+        XCTAssertEqual(out[0].timeBase, Rational(1, 30))
+        // Each slot shows an input picture due by then (no copies), every other one.
+        let inputs = raw.map { $0.plane(0) }
+        for (k, f) in out.enumerated() {
+            let i = inputs.firstIndex(of: f.plane(0))
+            XCTAssertNotNil(i)
+            if let i { XCTAssertTrue(i == 2 * k || i == 2 * k + 1, "slot \(k) shows input \(i)") }
+        }
+        XCTAssertEqual(Set(out.map { $0.plane(0) }).count, 60)
+    }
+
+    // MARK: rawvideo
+
+    func makeRawFile(_ dir: String) throws -> String {
+        let path = dir + "/x.yuv"
+        try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=10", "-frames", "20",
+                               "-pix_fmt", "nv12", "-f", "rawvideo", path])
+        return path
+    }
+
+    func testRawvideoReadsEveryFrameAndLoops() throws {
+        let dir = TestSupport.scratch(name)
+        let path = try makeRawFile(dir)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        XCTAssertEqual(bytes.count, 20 * 320 * 240 * 3 / 2)
+        try run("""
+        nodes:
+          once: {type: rawvideo, path: x.yuv, size: 320x240, format: nv12, rate: 10}
+          twice: {type: rawvideo, path: x.yuv, size: 320x240, format: nv12, rate: 10, loop: 2, orientation: left}
+          a: {type: collect, in: once, key: once}
+          b: {type: collect, in: twice, key: twice}
+        """, in: dir)
+        let once = frames("once"), twice = frames("twice")
+        XCTAssertEqual(once.count, 20)
+        XCTAssertEqual(twice.count, 40)
+        XCTAssertEqual(twice.map(\.pts), Array(0..<40))
+        XCTAssertEqual(twice[0].orientation, .left)
+        func picture(_ f: Frame) -> Data {
+            Data(bytes: f.plane(0)!, count: 320 * 240 * 3 / 2)
+        }
+        let frameSize = 320 * 240 * 3 / 2
+        for i in [0, 7, 19] {
+            XCTAssertEqual(picture(once[i]), bytes.subdata(in: i * frameSize..<(i + 1) * frameSize), "frame \(i) is the file's")
+            XCTAssertEqual(once[i].seconds, Double(i) / 10, accuracy: 1e-9)
+        }
+        XCTAssertEqual(picture(twice[25]), picture(once[5]), "the second play starts over")
+    }
+
+    func testRawvideoRefusesFileOfWrongSize() throws {
+        let dir = TestSupport.scratch(name)
+        _ = try makeRawFile(dir)
+        let path = dir + "/test.pipe"
+        try """
+        nodes:
+          src: {type: rawvideo, path: x.yuv, size: 320x250, format: nv12}
+          out: {type: collect, in: src, key: out}
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        let checked = Checker(registry: Self.registry).check(path: path)
+        XCTAssertFalse(checked.isValid)
+        let text = checked.diagnostics.map(\.description).joined(separator: "\n")
+        XCTAssertTrue(text.contains("'x.yuv' holds 2304000 bytes"), text)
+        XCTAssertTrue(text.contains("test.pipe:2:"), "points at the path option: \(text)")
+    }
+}
