@@ -128,9 +128,10 @@ final class VideoNodeTests: XCTestCase {
         for (r, o) in zip(raw, out) {
             XCTAssertEqual(r.orientation, .left)
             XCTAssertEqual([r.width, r.height], [120, 260])
-            // `left`: the picture's top is at the buffer's left, so its top-left corner is the buffer's bottom-left.
+            // `left` (EXIF 8): the stored top row is the upright left column, so the upright
+            // top-left corner is stored at the buffer's top-right.
             let c = corners(r, side: 24)
-            XCTAssertGreaterThan(c[2], 200, "stored corners \(c)")
+            XCTAssertGreaterThan(c[1], 200, "stored corners \(c)")
             XCTAssertEqual([o.width, o.height], [260, 120])
             XCTAssertEqual(o.orientation, .up)
             XCTAssertEqual(o.pts, r.pts)

@@ -4,12 +4,12 @@ import Foundation
 /// The one definition of what an orientation tag means for pixels, shared by everything that
 /// writes a turned picture (`testsrc`, `rawvideo` tags) and everything that stands it upright (`orient`).
 ///
-/// A tag says how the stored buffer must be turned to look upright (EXIF /
-/// CGImagePropertyOrientation, as ReplayKit tags screen buffers). Following this project's
-/// contract (Orientation.swift): `left` stores the picture with its top at the buffer's left
-/// side and is made upright by turning it 90° clockwise; `right` is the opposite quarter turn;
-/// `down` a half turn; an `-mirrored` tag is the same turn applied after a horizontal flip of
-/// the buffer (so `up-mirrored` is a left-right flip, `down-mirrored` a top-bottom flip).
+/// A tag says where the stored buffer's first row and column appear when it is shown upright
+/// (EXIF / CGImagePropertyOrientation, as ReplayKit tags screen buffers): `right` (EXIF 6) has
+/// the stored top row on the visual right and is shown by turning it 90° clockwise; `left`
+/// (EXIF 8) has it on the visual left and is turned 90° counter-clockwise; `down` a half turn;
+/// `up-mirrored` a left-right flip, `down-mirrored` a top-bottom flip, `left-mirrored` (EXIF 5)
+/// a transpose, `right-mirrored` (EXIF 7) a transverse.
 public struct StorageMap: Sendable, Equatable {
     /// Upright x runs along the buffer's y axis (a quarter turn).
     public var swapsAxes: Bool
@@ -39,11 +39,12 @@ extension Orientation {
         case .down: return StorageMap(swapsAxes: false, flipX: true, flipY: true)
         case .upMirrored: return StorageMap(swapsAxes: false, flipX: true, flipY: false)
         case .downMirrored: return StorageMap(swapsAxes: false, flipX: false, flipY: true)
-        // Top at the buffer's left: upright row y is buffer column y; upright x runs up the buffer.
-        case .left: return StorageMap(swapsAxes: true, flipX: false, flipY: true)
-        case .right: return StorageMap(swapsAxes: true, flipX: true, flipY: false)
-        case .leftMirrored: return StorageMap(swapsAxes: true, flipX: true, flipY: true)
-        case .rightMirrored: return StorageMap(swapsAxes: true, flipX: false, flipY: false)
+        // EXIF 8: stored row r is upright column r; stored column c is upright row (height - 1 - c).
+        case .left: return StorageMap(swapsAxes: true, flipX: true, flipY: false)
+        // EXIF 6: stored row r is upright column (width - 1 - r); stored column c is upright row c.
+        case .right: return StorageMap(swapsAxes: true, flipX: false, flipY: true)
+        case .leftMirrored: return StorageMap(swapsAxes: true, flipX: false, flipY: false)
+        case .rightMirrored: return StorageMap(swapsAxes: true, flipX: true, flipY: true)
         }
     }
 

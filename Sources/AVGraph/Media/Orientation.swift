@@ -1,6 +1,7 @@
-/// The eight EXIF / CGImagePropertyOrientation values: how the stored picture must be
-/// turned to look upright. `left` means the top of the picture is on its left side, so it is
-/// turned 90° clockwise to stand upright.
+/// The eight EXIF / CGImagePropertyOrientation values: where the stored picture's first row
+/// appears when shown upright. `right` (EXIF 6, a phone's portrait buffer of a screen turned
+/// one way) is shown by turning the buffer 90° clockwise, `left` (EXIF 8) 90° counter-clockwise.
+/// The pixel-level definition lives in one place: `Orientation.storage` (OrientationMapping.swift).
 public enum Orientation: String, Sendable, CaseIterable {
     case up, down, left, right
     case upMirrored = "up-mirrored"

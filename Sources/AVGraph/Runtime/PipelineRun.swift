@@ -95,7 +95,10 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                     let kind = c.format?.kind ?? .rawVideo
                     var policy = n.queue?.policy ?? defaultPolicy(kind)
                     if policy == .dropToKeyframe && kind != .encodedVideo { policy = .dropOldest }
-                    return Inbox.Lane(capacity: n.queue?.size ?? 8, policy: policy, kind: kind)
+                    // Raw pictures are megabytes each: a few in flight keep every thread busy; small
+                    // audio blocks and packets get more room so one branch can run ahead of another.
+                    let capacity = n.queue?.size ?? (kind == .rawVideo ? 3 : 32)
+                    return Inbox.Lane(capacity: capacity, policy: policy, kind: kind)
                 }
                 let node: any Node
                 do { node = try n.type.init(setup) } catch {
