@@ -13,6 +13,7 @@ struct AVGraphCommand: ParsableCommand {
 
     /// ArgumentParser exits 64 on usage errors; PIPE-FORMAT.md promises 2.
     static func main() {
+        if ProcessInfo.processInfo.environment["AVGRAPH_FFMPEG_LOG"] == nil { FFmpegLog.errorsOnly() } else { FFmpegLog.verbose() }
         do {
             var command = try parseAsRoot()
             try command.run()
