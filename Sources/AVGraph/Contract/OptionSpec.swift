@@ -23,6 +23,9 @@ public indirect enum OptionType: Sendable {
     case loop
     /// A mapping from an input's name to a value of the inner type.
     case perInput(OptionType)
+    /// How a network sink retries: `{attempts: 10, backoff: 1s..30s}` (exponential, from the first
+    /// delay doubling up to the last).
+    case retry
 
     public var name: String {
         switch self {
@@ -44,6 +47,7 @@ public indirect enum OptionType: Sendable {
         case .spans: return "schedule"
         case .loop: return "bool|count"
         case .perInput(let t): return "map input -> \(t.name)"
+        case .retry: return "{attempts: N, backoff: MIN..MAX}"
         }
     }
 

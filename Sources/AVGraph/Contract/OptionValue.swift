@@ -16,6 +16,8 @@ public indirect enum OptionValue: Sendable, Equatable {
     /// -1 plays forever.
     case loop(Int)
     case perInput([String: OptionValue])
+    /// Attempts in a row before giving up, and the first and longest delay between them (seconds).
+    case retry(attempts: Int, first: Double, longest: Double)
 }
 
 public struct OrientationChange: Sendable, Equatable {
@@ -159,6 +161,8 @@ extension OptionType {
                 }
                 return .loop(n)
             }
+        case .retry:
+            return try Self.parseRetry(value)
         case .perInput(let inner):
             guard let entries = value.entries else {
                 throw ValueProblem(message: "expected a mapping from input name to \(inner.name), got \(value.shown)",
@@ -174,6 +178,46 @@ extension OptionType {
             }
             return .perInput(out)
         }
+    }
+
+    /// `{attempts: 10, backoff: 1s..30s}`; either key may be left out (10 attempts, 1s..30s).
+    /// `backoff: 2s` is a fixed delay. `attempts: 0` gives up at the first failure.
+    private static func parseRetry(_ value: PipeValue) throws(ValueProblem) -> OptionValue {
+        let example = "{attempts: 10, backoff: 1s..30s}"
+        // Defaults are declared as text: the same mapping, written inline.
+        if let text = value.scalar, text.hasPrefix("{"),
+           case let (parsed?, problems) = PipeLoader.parse(data: Data(text.utf8), file: value.location.file), problems.isEmpty,
+           parsed.entries != nil {
+            return try parseRetry(parsed)
+        }
+        guard let entries = value.entries else {
+            throw ValueProblem(message: "expected a mapping like \(example), got \(value.shown)", hint: "write it like \(example)")
+        }
+        var attempts = 10, first = 1.0, longest = 30.0
+        for e in entries {
+            switch e.key {
+            case "attempts":
+                guard case .int(let n) = try field(value, "attempts", .int(0...1000)) else { continue }
+                attempts = n
+            case "backoff":
+                guard let s = e.value.scalar else {
+                    throw ValueProblem(message: "expected a delay range like 1s..30s, got \(e.value.shown)", at: e.value.location)
+                }
+                let parts = s.components(separatedBy: "..")
+                guard parts.count <= 2, let a = ValueSyntax.duration(parts[0]), let b = ValueSyntax.duration(parts.last!) else {
+                    throw ValueProblem(message: "'\(s)' is not a delay range", hint: "write it like 1s..30s or 500ms", at: e.value.location)
+                }
+                guard a <= b, b <= 3600 else {
+                    throw ValueProblem(message: "backoff '\(s)' must go from a shorter to a longer delay, at most 1h", at: e.value.location)
+                }
+                first = a
+                longest = b
+            default:
+                throw ValueProblem(message: "unknown key '\(e.key)'", hint: Suggest.hint(for: e.key, in: ["attempts", "backoff"]) ?? "use attempts, backoff",
+                                   at: e.keyLocation)
+            }
+        }
+        return .retry(attempts: attempts, first: first, longest: longest)
     }
 
     private static func scheduleItems(_ value: PipeValue, keys: [String], example: String) throws(ValueProblem) -> [PipeValue] {
@@ -255,6 +299,9 @@ public struct OptionValues: Sendable {
     public func orientation(_ n: String) -> Orientation? { if case .orientation(let v)? = values[n] { return v }; return nil }
     public func loop(_ n: String) -> Int { if case .loop(let v)? = values[n] { return v }; return 1 }
     public func perInput(_ n: String) -> [String: OptionValue] { if case .perInput(let v)? = values[n] { return v }; return [:] }
+    public func retry(_ n: String) -> (attempts: Int, first: Double, longest: Double)? {
+        if case .retry(let a, let f, let l)? = values[n] { return (a, f, l) }; return nil
+    }
 }
 
 extension OptionValue {
@@ -274,6 +321,7 @@ extension OptionValue {
         case .color(let c): return String(format: "#%02x%02x%02x", c.r, c.g, c.b)
         case .loop(let n): return n < 0 ? "true" : String(n)
         case .perInput(let m): return m.keys.sorted().map { "\($0)=\(m[$0]!.text)" }.joined(separator: ",")
+        case .retry(let a, let f, let l): return "{attempts: \(a), backoff: \(f)s..\(l)s}"
         }
     }
 }
