@@ -1,0 +1,99 @@
+import CFFmpeg
+import Foundation
+
+/// Lets another thread cut short whatever a `NetworkMuxer` is blocked in (connecting, writing to
+/// a stalled peer): libavformat polls it through its interrupt callback about every 100 ms.
+public final class CancelFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var set = false
+
+    public init() {}
+
+    public func cancel() { lock.lock(); set = true; lock.unlock() }
+    public var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return set }
+}
+
+/// A live stream sent to a server by libavformat (FLV over RTMP, MPEG-TS over SRT). Unlike a
+/// file, the other end can vanish or stall: every blocking call can be cancelled, and a peer
+/// that takes nothing for `timeout` seconds is an error instead of a hang. One session per
+/// instance; a reconnect makes a new one (a fresh header, as servers expect).
+public final class NetworkMuxer {
+    public let url: String
+    private let context: UnsafeMutablePointer<AVFormatContext>
+    /// Retained here: libavformat only holds a raw pointer to it.
+    private let cancel: CancelFlag
+    public private(set) var headerWritten = false
+    private var closed = false
+
+    /// Connects to `url`; fails with the protocol's reason (refused, timed out, cancelled).
+    public init(url: String, format: String, timeout: Double, cancel: CancelFlag) throws {
+        self.url = url
+        self.cancel = cancel
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        try AVFailure.check(avformat_alloc_output_context2(&ctx, nil, format, url), "preparing \(format) output")
+        guard let ctx else { throw MediaError("cannot prepare \(format) output") }
+        context = ctx
+        ctx.pointee.interrupt_callback.callback = { opaque in
+            guard let opaque else { return 0 }
+            return Unmanaged<CancelFlag>.fromOpaque(opaque).takeUnretainedValue().isCancelled ? 1 : 0
+        }
+        ctx.pointee.interrupt_callback.opaque = Unmanaged.passUnretained(cancel).toOpaque()
+        var options: OpaquePointer?
+        // Microseconds without progress before a read or write gives up (a peer gone silent).
+        av_dict_set(&options, "rw_timeout", String(Int64(timeout * 1e6)), 0)
+        defer { av_dict_free(&options) }
+        let opened = avio_open2(&ctx.pointee.pb, url, avg_avio_write(), &ctx.pointee.interrupt_callback, &options)
+        if opened < 0 {
+            avformat_free_context(ctx)
+            closed = true
+            throw MediaError(AVFailure.message(opened))
+        }
+    }
+
+    deinit {
+        if !closed { avio_closep(&context.pointee.pb) }
+        avformat_free_context(context)
+    }
+
+    public func addStream(_ parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational) throws -> Int {
+        guard let st = avformat_new_stream(context, nil) else { throw MediaError("out of memory (avformat_new_stream)") }
+        try AVFailure.check(avcodec_parameters_copy(st.pointee.codecpar, parameters), "avcodec_parameters_copy")
+        st.pointee.codecpar.pointee.codec_tag = 0
+        st.pointee.time_base = timeBase.av
+        return Int(st.pointee.index)
+    }
+
+    public func writeHeader(options: [String: String] = [:]) throws {
+        var dict: OpaquePointer?
+        for (k, v) in options { av_dict_set(&dict, k, v, 0) }
+        defer { av_dict_free(&dict) }
+        try AVFailure.check(avformat_write_header(context, &dict), "sending the stream header")
+        headerWritten = true
+    }
+
+    /// Sends `packet` (timestamps in `timeBase`) on stream `index` at once: the caller already
+    /// orders packets by time, and libavformat's interleaving queue would hold media (and
+    /// memory) out of sight while one stream pauses. Blocks while the network is slower than
+    /// the stream: call it from a thread of its own.
+    public func write(_ packet: UnsafeMutablePointer<AVPacket>, timeBase: Rational, stream index: Int) throws {
+        let st = context.pointee.streams[index]!
+        av_packet_rescale_ts(packet, timeBase.av, st.pointee.time_base)
+        packet.pointee.stream_index = Int32(index)
+        packet.pointee.pos = -1
+        try AVFailure.check(av_write_frame(context, packet), "sending")
+    }
+
+    /// Ends the session cleanly (what is interleaved, then the trailer) and hangs up.
+    public func finish() throws {
+        guard !closed else { return }
+        defer { close() }
+        if headerWritten { try AVFailure.check(av_write_trailer(context), "ending the stream") }
+    }
+
+    /// Hangs up without a trailer (the connection is already broken).
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        avio_closep(&context.pointee.pb)
+    }
+}
