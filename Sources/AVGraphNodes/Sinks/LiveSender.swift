@@ -1,0 +1,351 @@
+import AVGraph
+import Foundation
+
+/// The part of a live network sink (`rtmp`, `srt`) that does not depend on the protocol: a
+/// queue between the node's thread and a sender thread of its own, the drop policy that keeps
+/// that queue inside `buffer`, and reconnecting with exponential backoff.
+///
+/// The node's thread only enqueues, so a slow or broken network never pushes back on the
+/// encoder, and the other sinks fed by the same encoder (a recording) run on undisturbed.
+/// The sender thread alone blocks on the network.
+final class LiveSender: @unchecked Sendable {
+    struct Settings {
+        var url: String
+        /// libavformat's muxer: `flv` for RTMP, `mpegts` for SRT.
+        var format: String
+        var muxerOptions: [String: String] = [:]
+        var attempts: Int
+        var firstDelay: Double
+        var longestDelay: Double
+        /// Seconds of video kept while the network does not take it.
+        var buffer: Double
+        /// Seconds without progress after which a connection counts as gone.
+        var timeout: Double
+        var realtime: Bool
+    }
+
+    private struct Item {
+        let input: Int
+        let packet: Packet
+        let isVideo: Bool
+    }
+
+    private let settings: Settings
+    private let isVideoInput: [Bool]
+    private let cancel = CancelFlag()
+    private let exited = DispatchSemaphore(value: 0)
+    private var started = false
+
+    // Everything below is shared by the node's thread and the sender thread, under `condition`.
+    private let condition = NSCondition()
+    private var queue: [Item] = []
+    private var queuedBytes = 0
+    private var newest = Int64.min
+    private var streams: [EncodedStream?]
+    private var ended: [Bool]
+    private var ending = false
+    private var connected = false
+    private var failure: MediaError?
+    /// After video was dropped, what follows must wait for a keyframe (no broken reference chain).
+    private var videoWaitsForKeyframe = false
+    private(set) var droppedVideo = 0
+    private(set) var droppedAudio = 0
+
+    init(_ settings: Settings, inputIsVideo: [Bool]) {
+        self.settings = settings
+        isVideoInput = inputIsVideo
+        streams = Array(repeating: nil, count: inputIsVideo.count)
+        ended = Array(repeating: false, count: inputIsVideo.count)
+    }
+
+    // MARK: the node's side (never blocks on the network)
+
+    /// Queues `packet`, dropping by policy when the queue holds more than `buffer`. Offline runs
+    /// wait instead while connected: there is no clock to keep up with, so nothing need be lost.
+    func push(_ packet: Packet, input: Int, overMemoryLimit: Bool, out: Outlet) throws {
+        startIfNeeded(out)
+        condition.lock()
+        defer { condition.unlock() }
+        if let failure { throw failure }
+        if !settings.realtime {
+            while connected && span(video: true) > limit && failure == nil && !cancel.isCancelled {
+                _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+            }
+        }
+        if streams[input] == nil { streams[input] = packet.stream }
+        let isVideo = isVideoInput[input]
+        if isVideo && videoWaitsForKeyframe {
+            if !packet.isKeyframe { droppedVideo += 1; return }
+            videoWaitsForKeyframe = false
+        }
+        queue.append(Item(input: input, packet: packet, isVideo: isVideo))
+        queuedBytes += packet.byteCount
+        newest = max(newest, packet.time)
+        enforceLimits(overMemoryLimit: overMemoryLimit)
+        condition.broadcast()
+    }
+
+    func inputEnded(_ input: Int) {
+        condition.lock()
+        ended[input] = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Bytes held (for the pipeline's memory budget) and drops so far.
+    var state: (bytes: Int, video: Int, audio: Int, failure: MediaError?) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (queuedBytes, droppedVideo, droppedAudio, failure)
+    }
+
+    /// Sends what is queued (while connected, within `grace` seconds) and hangs up cleanly.
+    func finish(grace: Double) {
+        condition.lock()
+        ending = true
+        condition.broadcast()
+        condition.unlock()
+        guard started else { return }
+        if exited.wait(timeout: .now() + grace) == .timedOut {
+            cancel.cancel()
+            exited.wait()
+        }
+        dropAll()
+    }
+
+    /// Hangs up at once (the run failed elsewhere).
+    func abort() {
+        cancel.cancel()
+        condition.lock()
+        ending = true
+        condition.broadcast()
+        condition.unlock()
+        if started { exited.wait() }
+        dropAll()
+    }
+
+    private func startIfNeeded(_ out: Outlet) {
+        guard !started else { return }
+        started = true
+        let thread = Thread { [self] in
+            self.sendLoop(out)
+            self.exited.signal()
+        }
+        thread.name = out.nodeName + "-send"
+        thread.start()
+    }
+
+    // MARK: drop policy (under `condition`)
+
+    private var limit: Int64 { Int64(settings.buffer * 1e6) }
+
+    /// Media time from the oldest queued packet of one kind to the newest packet of any kind.
+    private func span(video: Bool) -> Int64 {
+        guard let oldest = queue.first(where: { $0.isVideo == video }) else { return 0 }
+        return newest - oldest.packet.time
+    }
+
+    /// Video goes first, a whole run up to the next keyframe at a time; audio is kept twice as
+    /// long, because it is cheap (128 kbit/s: 2 s is 32 kB) and a gap in it is what people notice.
+    private func enforceLimits(overMemoryLimit: Bool) {
+        while span(video: true) > limit { dropVideoToNextKeyframe() }
+        if overMemoryLimit {
+            if queue.contains(where: \.isVideo) { dropVideoToNextKeyframe() } else { dropOldestAudio() }
+        }
+        while span(video: false) > 2 * limit { dropOldestAudio() }
+    }
+
+    /// Drops the oldest queued video packet and every video packet after it up to (not
+    /// including) the next keyframe; when no keyframe is queued, all video, and what arrives
+    /// next waits for one.
+    private func dropVideoToNextKeyframe() {
+        guard let first = queue.firstIndex(where: \.isVideo) else { return }
+        var next: Int?
+        for i in queue.indices where i > first && queue[i].isVideo && queue[i].packet.isKeyframe {
+            next = i
+            break
+        }
+        let end = next ?? queue.count
+        let before = queue.count
+        var bytes = 0
+        var kept: [Item] = []
+        kept.reserveCapacity(queue.count)
+        for (i, item) in queue.enumerated() {
+            if item.isVideo && i >= first && i < end { bytes += item.packet.byteCount } else { kept.append(item) }
+        }
+        queue = kept
+        queuedBytes -= bytes
+        droppedVideo += before - kept.count
+        if next == nil { videoWaitsForKeyframe = true }
+    }
+
+    private func dropOldestAudio() {
+        guard let i = queue.firstIndex(where: { !$0.isVideo }) else { return }
+        queuedBytes -= queue[i].packet.byteCount
+        queue.remove(at: i)
+        droppedAudio += 1
+    }
+
+    /// A new session starts on a video keyframe: video before it goes, and audio older than it.
+    /// False while no keyframe is queued yet (the session waits for one).
+    private func trimToKeyframe() -> Bool {
+        let videoExpected = isVideoInput.indices.contains { isVideoInput[$0] && streams[$0] != nil && !ended[$0] }
+        guard videoExpected || queue.contains(where: \.isVideo) else { return true }
+        guard let k = queue.firstIndex(where: { $0.isVideo && $0.packet.isKeyframe }) else {
+            let before = queue.count
+            queue.removeAll { item in
+                if item.isVideo { queuedBytes -= item.packet.byteCount }
+                return item.isVideo
+            }
+            droppedVideo += before - queue.count
+            if before != queue.count { videoWaitsForKeyframe = true }
+            return false
+        }
+        let start = queue[k].packet.time
+        var kept: [Item] = []
+        for (i, item) in queue.enumerated() {
+            if i < k && (item.isVideo || item.packet.time < start) {
+                queuedBytes -= item.packet.byteCount
+                if item.isVideo { droppedVideo += 1 } else { droppedAudio += 1 }
+            } else {
+                kept.append(item)
+            }
+        }
+        queue = kept
+        return true
+    }
+
+    private func dropAll() {
+        condition.lock()
+        for item in queue { if item.isVideo { droppedVideo += 1 } else { droppedAudio += 1 } }
+        queue.removeAll()
+        queuedBytes = 0
+        condition.unlock()
+    }
+
+    // MARK: the sender thread
+
+    private struct Cancelled: Error {}
+
+    private func sendLoop(_ out: Outlet) {
+        var attempt = 0
+        var lostAt: Date?
+        while !cancel.isCancelled {
+            guard waitForStreams() else { return }
+            do {
+                let session = try connect()
+                let muxer = session.0
+                condition.lock()
+                connected = true
+                condition.unlock()
+                if let lostAt {
+                    out.event("reconnected", ["url": settings.url, "attempts": attempt,
+                                              "after": (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000])
+                }
+                attempt = 0
+                lostAt = nil
+                do {
+                    try send(session)
+                    try muxer.finish()
+                    return
+                } catch is Cancelled {
+                    muxer.close()
+                    return
+                } catch {
+                    muxer.close()
+                    condition.lock()
+                    connected = false
+                    let stop = ending
+                    condition.unlock()
+                    out.event("disconnected", ["url": settings.url, "reason": "\(error)"])
+                    lostAt = Date()
+                    if stop {
+                        out.warning("the stream to \(settings.url) broke while ending: what was still queued is not sent")
+                        return
+                    }
+                }
+            } catch {
+                if cancel.isCancelled { return }
+                lostAt = lostAt ?? Date()
+                condition.lock()
+                let stop = ending
+                condition.unlock()
+                if stop {
+                    out.warning("the run ended while \(settings.url) was unreachable (\(error)): what was queued is not sent")
+                    return
+                }
+                if attempt >= settings.attempts {
+                    let tries = attempt + 1
+                    condition.lock()
+                    failure = MediaError("cannot reach \(settings.url): \(error) (\(tries) attempt\(tries == 1 ? "" : "s"))")
+                    condition.broadcast()
+                    condition.unlock()
+                    return
+                }
+            }
+            // Backoff before the next attempt: the first delay, doubling up to the longest.
+            attempt += 1
+            let delay = min(settings.longestDelay, settings.firstDelay * pow(2, Double(attempt - 1)))
+            out.event("reconnecting", ["url": settings.url, "attempt": attempt, "of": settings.attempts, "delay": delay])
+            let deadline = Date(timeIntervalSinceNow: delay)
+            condition.lock()
+            while Date() < deadline && !ending && !cancel.isCancelled { _ = condition.wait(until: deadline) }
+            condition.unlock()
+        }
+    }
+
+    /// Waits until every input has described its stream (its first packet) or ended.
+    /// False when the run ends first with nothing to send.
+    private func waitForStreams() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !cancel.isCancelled {
+            let known = streams.indices.allSatisfy { streams[$0] != nil || ended[$0] }
+            if known && streams.contains(where: { $0 != nil }) { return !(ending && queue.isEmpty) }
+            if ending || ended.allSatisfy({ $0 }) { return false }
+            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+        }
+        return false
+    }
+
+    /// A new session: connect, one stream per input that delivered media, the header.
+    private func connect() throws -> (NetworkMuxer, [Int?]) {
+        condition.lock()
+        let described = streams
+        condition.unlock()
+        let muxer = try NetworkMuxer(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel)
+        var indices: [Int?] = []
+        for s in described {
+            indices.append(try s.map { try muxer.addStream($0.parameters, timeBase: $0.timeBase) })
+        }
+        try muxer.writeHeader(options: settings.muxerOptions)
+        return (muxer, indices)
+    }
+
+    /// Sends queued packets in order until the run ends and the queue is empty.
+    private func send(_ session: (NetworkMuxer, [Int?])) throws {
+        let (muxer, indices) = session
+        var startedOnKeyframe = false
+        while true {
+            condition.lock()
+            var item: Item?
+            while item == nil {
+                if cancel.isCancelled { condition.unlock(); throw Cancelled() }
+                if !startedOnKeyframe { startedOnKeyframe = trimToKeyframe() }
+                if startedOnKeyframe && !queue.isEmpty {
+                    item = queue.removeFirst()
+                    queuedBytes -= item!.packet.byteCount
+                } else if ending && (queue.isEmpty || !startedOnKeyframe && ended.allSatisfy({ $0 })) {
+                    condition.unlock()
+                    return
+                } else {
+                    _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+                }
+            }
+            condition.broadcast()
+            condition.unlock()
+            guard let item, let index = indices[item.input] else { continue }
+            try muxer.write(item.packet.av, timeBase: item.packet.timeBase, stream: index)
+        }
+    }
+}

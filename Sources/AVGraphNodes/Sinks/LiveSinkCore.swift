@@ -1,0 +1,90 @@
+import AVGraph
+import Foundation
+
+/// Options and format checks shared by the live network sinks (`rtmp`, `srt`).
+enum LiveSinkOptions {
+    static func common(url: OptionSpec) -> [OptionSpec] {
+        [
+            url,
+            OptionSpec("reconnect", .retry, default: "{attempts: 10, backoff: 1s..30s}",
+                       doc: "after the connection fails or breaks: attempts in a row before the run fails, and the delay before each (doubling from the first to the longest)"),
+            OptionSpec("buffer", .duration(0.1...60), default: "2s",
+                       doc: "media kept while the network does not take it (reconnecting, slow uplink); beyond it video is dropped to the next keyframe, audio only past twice this"),
+            OptionSpec("timeout", .duration(1...120), default: "5s",
+                       doc: "a server that takes nothing for this long counts as gone (then: reconnect)"),
+        ]
+    }
+
+    static func checkInputs(_ n: Negotiation, container: String, what: String) throws(NegotiationError) {
+        guard !n.inputs.isEmpty else { throw NegotiationError("needs an encoded video and/or audio input") }
+        for kind in [MediaKind.encodedVideo, .encodedAudio] where n.inputs.filter({ $0.format.kind == kind }).count > 1 {
+            throw NegotiationError("\(what) carries one video and one audio stream; got several \(kind) inputs")
+        }
+        for input in n.inputs {
+            let f = input.format
+            guard f.kind.isEncoded, !f.codec.isEmpty else {
+                throw NegotiationError("input '\(input.from)' is not an encoded stream", hint: "encode it first (h264, aac)")
+            }
+            if Muxer.canHold(container: container, codec: f.codec) == false {
+                throw NegotiationError("\(what) cannot carry \(f.codec) (from '\(input.from)')", hint: "encode with h264 and aac")
+            }
+        }
+    }
+}
+
+/// The node side of a live sink: hands packets to a `LiveSender`, keeps the pipeline's memory
+/// budget informed of what it holds, reports drops, and surfaces the sender's failure.
+final class LiveSinkCore {
+    private let sender: LiveSender
+    private let buffer: Double
+    private var accounted = 0
+    private var reported = (video: 0, audio: 0)
+    private var lastReport = Date.distantPast
+
+    init(_ setup: NodeSetup, format: String, muxerOptions: [String: String]) {
+        let retry = setup.options.retry("reconnect") ?? (10, 1, 30)
+        buffer = setup.options.duration("buffer") ?? 2
+        sender = LiveSender(
+            LiveSender.Settings(url: setup.options.string("url") ?? "", format: format, muxerOptions: muxerOptions,
+                                attempts: retry.attempts, firstDelay: retry.first, longestDelay: retry.longest,
+                                buffer: buffer, timeout: setup.options.duration("timeout") ?? 5, realtime: setup.realtime),
+            inputIsVideo: setup.inputs.map { $0.format.kind.isVideo })
+    }
+
+    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        guard let packet = buffer.packet else { return }
+        try sender.push(packet, input: input, overMemoryLimit: out.overMemoryLimit, out: out)
+        try update(out)
+    }
+
+    func tick(_ out: Outlet) throws { try update(out) }
+
+    func inputEnded(_ input: Int) { sender.inputEnded(input) }
+
+    func finish(_ out: Outlet) throws {
+        // A slow uplink may still be sending the buffer; past that, the rest is given up.
+        sender.finish(grace: buffer * 3 + 5)
+        try update(out, final: true)
+    }
+
+    func abort() { sender.abort() }
+
+    private func update(_ out: Outlet, final: Bool = false) throws {
+        let s = sender.state
+        out.account(heldBytes: s.bytes - accounted)
+        accounted = s.bytes
+        let newVideo = s.video - reported.video, newAudio = s.audio - reported.audio
+        if newVideo + newAudio > 0 && (final || Date().timeIntervalSince(lastReport) >= 1) {
+            out.countDropped(newVideo, kind: .encodedVideo)
+            out.countDropped(newAudio, kind: .encodedAudio)
+            reported = (s.video, s.audio)
+            lastReport = Date()
+            out.event("dropped", ["video": s.video, "audio": s.audio])
+        }
+        if let failure = s.failure {
+            out.account(heldBytes: -accounted)
+            accounted = 0
+            throw failure
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import AVGraph
+import Foundation
+
+/// `rtmp`: pushes one encoded video and one encoded audio stream live to an RTMP server (FLV
+/// over RTMP, libavformat). The network may stall or break: the node keeps at most `buffer` of
+/// media, drops video to the next keyframe before it drops audio, reconnects by itself with
+/// exponential backoff and starts each new session on a keyframe. Events: `disconnected`,
+/// `reconnecting`, `reconnected`, `dropped`.
+public final class RtmpNode: Node, @unchecked Sendable {
+    public static let typeName = "rtmp"
+    public static let summary = "pushes encoded video and audio live to an RTMP server; reconnects by itself"
+    public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
+                                        doc: "one encoded video stream (H.264) and/or one encoded audio stream (AAC)")]
+    public static let options = LiveSinkOptions.common(
+        url: OptionSpec("url", .string, required: true, doc: "where to publish: rtmp://HOST[:PORT]/APP/STREAM (rtmps:// for TLS)"))
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        let url = n.options.string("url") ?? ""
+        guard url.hasPrefix("rtmp://") || url.hasPrefix("rtmps://") else {
+            throw NegotiationError("'\(url)' is not an RTMP address", option: "url", hint: "write it like rtmp://127.0.0.1:1935/live/stream")
+        }
+        try LiveSinkOptions.checkInputs(n, container: "flv", what: "an RTMP stream (FLV)")
+        return []
+    }
+
+    private let live: LiveSinkCore
+
+    public init(_ setup: NodeSetup) throws {
+        live = LiveSinkCore(setup, format: "flv",
+                            // The server cannot seek back to patch duration and size in: do not try.
+                            muxerOptions: ["flvflags": "no_duration_filesize"])
+    }
+
+    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { try live.receive(buffer, input: input, out) }
+    public func tick(_ out: Outlet) throws { try live.tick(out) }
+    public func inputEnded(_ input: Int, _ out: Outlet) throws { live.inputEnded(input) }
+    public func finish(_ out: Outlet) throws { try live.finish(out) }
+    public func abort() { live.abort() }
+}

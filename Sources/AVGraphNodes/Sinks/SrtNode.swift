@@ -1,0 +1,35 @@
+import AVGraph
+import Foundation
+
+/// `srt`: like `rtmp`, but MPEG-TS over SRT (libavformat's libsrt protocol), for links where
+/// SRT's retransmission copes better with loss than RTMP over TCP. Same buffer, drop policy,
+/// reconnect and events as `rtmp`.
+public final class SrtNode: Node, @unchecked Sendable {
+    public static let typeName = "srt"
+    public static let summary = "pushes encoded video and audio live over SRT (MPEG-TS); reconnects by itself"
+    public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
+                                        doc: "one encoded video stream and/or one encoded audio stream")]
+    public static let options = LiveSinkOptions.common(
+        url: OptionSpec("url", .string, required: true, doc: "the SRT listener to call: srt://HOST:PORT (libsrt options as query, e.g. ?latency=200000)"))
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        let url = n.options.string("url") ?? ""
+        guard url.hasPrefix("srt://") else {
+            throw NegotiationError("'\(url)' is not an SRT address", option: "url", hint: "write it like srt://127.0.0.1:9000")
+        }
+        try LiveSinkOptions.checkInputs(n, container: "mpegts", what: "an SRT stream (MPEG-TS)")
+        return []
+    }
+
+    private let live: LiveSinkCore
+
+    public init(_ setup: NodeSetup) throws {
+        live = LiveSinkCore(setup, format: "mpegts", muxerOptions: [:])
+    }
+
+    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { try live.receive(buffer, input: input, out) }
+    public func tick(_ out: Outlet) throws { try live.tick(out) }
+    public func inputEnded(_ input: Int, _ out: Outlet) throws { live.inputEnded(input) }
+    public func finish(_ out: Outlet) throws { try live.finish(out) }
+    public func abort() { live.abort() }
+}
