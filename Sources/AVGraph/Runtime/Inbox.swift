@@ -159,6 +159,14 @@ final class Inbox: @unchecked Sendable {
         defer { condition.unlock() }
         return lanes.map(\.dropped)
     }
+
+    var dropsByKind: [MediaKind: Int] {
+        condition.lock()
+        defer { condition.unlock() }
+        var d: [MediaKind: Int] = [:]
+        for lane in lanes where lane.dropped > 0 { d[lane.kind, default: 0] += lane.dropped }
+        return d
+    }
 }
 
 /// Bytes of media queued on all edges, against the pipeline's `memory-limit`.

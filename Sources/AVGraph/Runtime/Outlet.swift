@@ -29,6 +29,8 @@ public final class Outlet: @unchecked Sendable {
     private(set) var emitted: [Int]
     private(set) var emittedBytes: [Int]
     private let statsLock = NSLock()
+    /// Media a node dropped itself (a network sink over its buffer), by kind, for `stats`.
+    private var ownDrops: [MediaKind: Int] = [:]
     /// A source past the pipeline's `duration` is done.
     public private(set) var reachedEnd = false
 
@@ -106,6 +108,21 @@ public final class Outlet: @unchecked Sendable {
 
     /// Whether queued and held media together are over the pipeline's `memory-limit`.
     public var overMemoryLimit: Bool { run.overMemoryLimit }
+
+    /// A node that drops media it holds (not the runtime's queues) reports it here, so `stats`
+    /// counts every drop by node and kind. Safe from any thread.
+    public func countDropped(_ count: Int, kind: MediaKind) {
+        guard count > 0 else { return }
+        statsLock.lock()
+        ownDrops[kind, default: 0] += count
+        statsLock.unlock()
+    }
+
+    var droppedByNode: [MediaKind: Int] {
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        return ownDrops
+    }
 
     public func warning(_ message: String, _ fields: [String: Any] = [:]) {
         var f = fields

@@ -297,11 +297,19 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         var nodes: [[String: Any]] = []
         var mediaTime: Int64 = 0
         var totalDrops = 0
+        var totalByKind: [String: Int] = [:]
         for r in runners {
             let s = r.outlet.stats
-            let drops = r.inbox.drops.reduce(0, +)
+            // Drops on the node's input queues plus those the node made itself (a network sink's buffer).
+            var byKind: [String: Int] = [:]
+            for (kind, n) in r.inbox.dropsByKind.merging(r.outlet.droppedByNode, uniquingKeysWith: +) {
+                byKind[kind.isVideo ? "video" : "audio", default: 0] += n
+            }
+            let drops = byKind.values.reduce(0, +)
             totalDrops += drops
+            totalByKind.merge(byKind, uniquingKeysWith: +)
             var o: [String: Any] = ["node": r.name, "queue": r.inbox.depths, "dropped": drops]
+            if drops > 0 { o["dropped_by_kind"] = byKind }
             if !s.counts.isEmpty {
                 o["emitted"] = s.counts
                 o["bytes"] = s.bytes
@@ -313,6 +321,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             nodes.append(o)
         }
         return ["nodes": nodes, "media_time": Double(mediaTime) / 1e6, "wall": clock, "dropped": totalDrops,
+                "dropped_by_kind": ["video": totalByKind["video"] ?? 0, "audio": totalByKind["audio"] ?? 0],
                 "rss": ProcessMemory.residentBytes, "queued_bytes": memory.used]
     }
 }
