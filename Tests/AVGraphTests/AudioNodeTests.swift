@@ -5,7 +5,7 @@ import Foundation
 import XCTest
 
 /// Test-only sink: keeps every buffer it receives, per input, for assertions on real samples.
-final class CollectSink: Node, @unchecked Sendable {
+final class AudioCollectSink: Node, @unchecked Sendable {
     static let typeName = "collect"
     static let summary = "keeps what it receives (tests)"
     static let inputs = [PadSpec("in", Set(MediaKind.allCases), variadic: true)]
@@ -46,7 +46,7 @@ final class AudioNodeTests: XCTestCase {
 
     static func registry() -> NodeRegistry {
         let r = BuiltinNodes.registry()
-        try! r.register(CollectSink.self)
+        try! r.register(AudioCollectSink.self)
         return r
     }
 
@@ -73,7 +73,7 @@ final class AudioNodeTests: XCTestCase {
         return box
     }
 
-    func frames(_ node: String) -> [Frame] { CollectSink.store.get(node).compactMap(\.frame) }
+    func frames(_ node: String) -> [Frame] { AudioCollectSink.store.get(node).compactMap(\.frame) }
 
     /// One channel of collected frames as floats (copies: test code only).
     func samples(_ frames: [Frame], channel: Int = 0) -> [Float] {
@@ -367,7 +367,7 @@ final class AudioNodeTests: XCTestCase {
           enc: {type: aac, in: t, bitrate: 128k}
           c: {type: collect, in: enc}
         """)
-        let packets = CollectSink.store.get("c").compactMap(\.packet)
+        let packets = AudioCollectSink.store.get("c").compactMap(\.packet)
         XCTAssertGreaterThan(packets.count, 80)
         let stream = try XCTUnwrap(packets.first?.stream)
         XCTAssertEqual(stream.parameters.pointee.codec_id, AV_CODEC_ID_AAC)
