@@ -63,7 +63,7 @@ struct RunCommand: ParsableCommand {
             Terminal.err("warning: no control socket: \(error)")
         }
         defer { control?.close() }
-        if let control { log.emit("control", ["socket": control.path]) }
+        if let path = control?.path { run.onStart = { log.emit("control", ["socket": path]) } }
         let stopper = SignalStopper(run: run)
         stopper.install()
         let status = StatusLine(pipeline: checked, enabled: Terminal.isTTY && events == nil)

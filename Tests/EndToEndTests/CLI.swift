@@ -125,11 +125,11 @@ enum CLI {
         return stride(from: 0, to: data.count - n + 1, by: n).map { Array(data[$0..<$0 + n]) }
     }
 
-    /// Decodes audio to mono float at `rate` (one channel, or the mean).
+    /// Decodes the first channel of the audio to float at `rate` (a downmix would change levels).
     static func samples(_ path: String, rate: Int = 44100) throws -> [Float] {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["ffmpeg", "-v", "error", "-i", path, "-map", "0:a:0", "-ac", "1", "-ar", "\(rate)", "-f", "f32le", "-"]
+        p.arguments = ["ffmpeg", "-v", "error", "-i", path, "-map", "0:a:0", "-af", "pan=mono|c0=c0", "-ar", "\(rate)", "-f", "f32le", "-"]
         let out = Pipe()
         p.standardOutput = out
         try p.run()

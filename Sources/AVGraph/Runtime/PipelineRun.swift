@@ -60,6 +60,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     private var failure: Failure?
     private var startWall = Date()
     private let finished = DispatchGroup()
+    /// Called right after the `start` event (the CLI announces the control socket there).
+    public var onStart: (@Sendable () -> Void)?
     /// Called about once a second with a `stats` snapshot (the CLI's status line).
     public var onStats: (@Sendable ([String: Any]) -> Void)?
 
@@ -205,6 +207,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         startWall = Date()
         events.emit("start", ["pipeline": pipeline.settings.name, "realtime": realtime, "nodes": runners.count,
                               "duration": duration as Any])
+        onStart?()
         for r in runners {
             finished.enter()
             let thread = Thread { [self] in
