@@ -147,11 +147,11 @@ final class LiveSender: @unchecked Sendable {
 
     /// Video goes first, a whole run up to the next keyframe at a time; audio is kept twice as
     /// long, because it is cheap (128 kbit/s: 2 s is 32 kB) and a gap in it is what people notice.
+    /// Over the pipeline's memory limit (whoever filled it) the video kept shrinks to a quarter of
+    /// `buffer`: a backlog gives way, but a network that keeps up loses nothing.
     private func enforceLimits(overMemoryLimit: Bool) {
-        while span(video: true) > limit { dropVideoToNextKeyframe() }
-        if overMemoryLimit {
-            if queue.contains(where: \.isVideo) { dropVideoToNextKeyframe() } else { dropOldestAudio() }
-        }
+        let videoLimit = overMemoryLimit ? limit / 4 : limit
+        while span(video: true) > videoLimit { dropVideoToNextKeyframe() }
         while span(video: false) > 2 * limit { dropOldestAudio() }
     }
 
@@ -201,7 +201,9 @@ final class LiveSender: @unchecked Sendable {
             if before != queue.count { videoWaitsForKeyframe = true }
             return false
         }
-        let start = queue[k].packet.time
+        // Audio a little ahead of the keyframe stays: the encoder's priming packet starts a few
+        // milliseconds early, and players start audio and video together anyway.
+        let start = queue[k].packet.time - 50_000
         var kept: [Item] = []
         for (i, item) in queue.enumerated() {
             if i < k && (item.isVideo || item.packet.time < start) {
