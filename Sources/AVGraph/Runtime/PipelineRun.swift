@@ -170,6 +170,16 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         return true
     }
 
+    /// Wall seconds since the start, less the paused spans; frozen while paused.
+    public var mediaClock: Double {
+        let now = clock
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        var paused = pausedSpans.reduce(0) { $0 + $1.end - $1.start }
+        if let p = pausedAt { paused += now - p }
+        return now - paused
+    }
+
     public var isPaused: Bool { stateLock.lock(); defer { stateLock.unlock() }; return pausedAt != nil }
 
     func pauseState(at t: Double) -> PauseDecision {
