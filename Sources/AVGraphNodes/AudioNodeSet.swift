@@ -1,5 +1,7 @@
 import AVGraph
 
 enum AudioNodeSet {
-    static let all: [any Node.Type] = []
+    static var all: [any Node.Type] {
+        [ToneNode.self, RawaudioNode.self, MixerNode.self, ResampleNode.self, MeterNode.self, AacNode.self]
+    }
 }

@@ -30,12 +30,10 @@ final class CheckFixtureTests: XCTestCase {
         var lastContentLine = 0
         for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if trimmed.hasPrefix("# @"), let space = trimmed.firstIndex(of: " ") {
-                let rest = trimmed[trimmed.index(trimmed.startIndex, offsetBy: 3)...]
+            if trimmed.hasPrefix("# @") {
+                let rest = trimmed.dropFirst(3)
                 let pos = rest.prefix { $0 != " " }.split(separator: ":")
-                let body = trimmed[space...].dropFirst()
-                let words = body.drop { $0 != " " }
-                if let e = parse(body: String(body)), pos.count == 2, let l = Int(pos[0]), let c = Int(pos[1]), !words.isEmpty {
+                if let e = parse(body: String(rest.drop { $0 != " " })), pos.count == 2, let l = Int(pos[0]), let c = Int(pos[1]) {
                     result.append(Expectation(line: l, column: c, severity: e.0, words: e.1))
                 }
                 continue
@@ -64,7 +62,7 @@ final class CheckFixtureTests: XCTestCase {
     func testEveryBrokenFixtureGivesExactlyItsMarkedDiagnostics() throws {
         let files = try FileManager.default.contentsOfDirectory(atPath: Self.fixtures).filter { $0.hasSuffix(".pipe") }.sorted()
         XCTAssertGreaterThanOrEqual(files.count, 25, "at least 25 broken fixtures")
-        let checker = Checker(registry: BuiltinNodes.registry())
+        let checker = Checker(registry: TestSupport.freshRegistry())
         for name in files {
             let path = Self.fixtures + "/" + name
             let text = try String(contentsOfFile: path, encoding: .utf8)
@@ -92,9 +90,33 @@ final class CheckFixtureTests: XCTestCase {
     }
 
     func testThreeIndependentMistakesGiveThreeDiagnosticsInOneRun() {
-        let result = Checker(registry: BuiltinNodes.registry()).check(path: Self.fixtures + "/35-three-mistakes.pipe")
+        let result = Checker(registry: TestSupport.freshRegistry()).check(path: Self.fixtures + "/35-three-mistakes.pipe")
         XCTAssertEqual(result.diagnostics.filter { $0.severity == .error }.count, 3)
         XCTAssertEqual(Set(result.diagnostics.map(\.location.line)).count, 3)
+    }
+
+    /// A node with several outputs feeding an input that takes either kind is ambiguous;
+    /// one whose kinds pick a single output is not.
+    func testAmbiguousUpstreamNeedsAPad() throws {
+        let dir = TestSupport.scratch()
+        try TestSupport.shell(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=10", "-f", "lavfi",
+                               "-i", "sine", "-t", "1", "-c:v", "libx264", "-c:a", "aac", dir + "/in.mp4"])
+        let ambiguous = TestSupport.check("""
+        nodes:
+          src:  {type: file, path: in.mp4}
+          sink: {type: null, in: [src]}
+        """, in: dir)
+        let d = try XCTUnwrap(ambiguous.diagnostics.first { $0.severity == .error })
+        XCTAssertEqual([d.location.line, d.location.column], [3, 27])
+        XCTAssertTrue(d.message.contains("several outputs"), d.message)
+        XCTAssertTrue(d.hint?.contains("'src.video'") ?? false)
+        let byKind = TestSupport.check("""
+        nodes:
+          src:   {type: file, path: in.mp4}
+          video: {type: h264, in: src}
+          sink:  {type: null, in: [video, src.audio]}
+        """, in: dir, name: "bykind")
+        XCTAssertTrue(byKind.isValid, byKind.diagnostics.description)
     }
 
     func testExampleFixturesInPipelinesAreValid() throws {
@@ -103,7 +125,7 @@ final class CheckFixtureTests: XCTestCase {
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".pipe") }
         XCTAssertFalse(files.isEmpty)
         for f in files {
-            let r = Checker(registry: BuiltinNodes.registry()).check(path: dir + "/" + f)
+            let r = Checker(registry: TestSupport.freshRegistry()).check(path: dir + "/" + f)
             XCTAssertTrue(r.isValid, "\(f):\n" + r.diagnostics.map(\.description).joined(separator: "\n"))
         }
     }

@@ -70,13 +70,15 @@ private struct Pass {
                     error(e.value.location, "pipeline name must be a word of letters, digits, '-', '_' or '.', got \(e.value.shown)")
                 }
             case "realtime":
-                if case .bool(let b)? = parse(e.value, .bool) { result.settings.realtime = b }
+                if case .bool(let b)? = parseReporting(e.value, .bool, what: "'realtime'") { result.settings.realtime = b }
             case "duration":
-                if case .duration(let d)? = parse(e.value, .duration(0.001...1e7)) { result.settings.duration = d }
+                if case .duration(let d)? = parseReporting(e.value, .duration(0.001...1e7), what: "'duration'") { result.settings.duration = d }
             case "memory-limit":
-                if case .int(let b)? = parse(e.value, .byteSize(1_000_000...1 << 40)) { result.settings.memoryLimit = b }
+                if case .int(let b)? = parseReporting(e.value, .byteSize(1_000_000...1 << 40), what: "'memory-limit'") { result.settings.memoryLimit = b }
             case "control":
-                if case .string(let s)? = parse(e.value, .path(mustExist: false)) { result.settings.control = PathResolver.resolve(s, relativeTo: result.baseDirectory) }
+                if case .string(let s)? = parseReporting(e.value, .path(mustExist: false), what: "'control'") {
+                    result.settings.control = PathResolver.resolve(s, relativeTo: result.baseDirectory)
+                }
             case "plugins":
                 if let list = e.value.list {
                     for item in list {
@@ -185,6 +187,8 @@ private struct Pass {
         guard case .path(mustExist: true) = spec.type, case .string(let p) = v else { return }
         let resolved = PathResolver.resolve(p, relativeTo: result.baseDirectory)
         var isDir: ObjCBool = false
+        let before = result.diagnostics.count
+        defer { if result.diagnostics.count > before { broken.insert(node) } }
         if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDir) {
             error(at, "file not found: '\(p)' (option '\(spec.name)' of '\(node)')", hint: "looked for \(resolved); paths are relative to the .pipe file")
         } else if isDir.boolValue {
@@ -274,6 +278,8 @@ private struct Pass {
                 continue
             }
             var refs: [(pad: String?, ref: String, at: SourceLocation)] = []
+            let errorsBefore = result.diagnostics.count
+            defer { if result.diagnostics.count > errorsBefore { broken.insert(node.name) } }
             switch inValue {
             case .scalar(let s, let at): refs.append((nil, s, at))
             case .list(let items, _):
@@ -305,7 +311,8 @@ private struct Pass {
                     continue
                 }
                 guard let up = result.nodes.first(where: { $0.name == upstream }) else {
-                    if !broken.contains(upstream) {
+                    // A node whose own name was refused is already reported; naming it again is noise.
+                    if !broken.contains(where: { $0.lowercased() == upstream.lowercased() }) {
                         error(r.at, "unknown upstream node '\(upstream)' in the inputs of '\(node.name)'",
                               hint: Suggest.hint(for: upstream, in: names.filter { $0 != node.name }))
                     }
@@ -370,6 +377,7 @@ private struct Pass {
                 if connectedOrTried && node.inputs.count < refsCount(node.name) { continue }
                 error(node.inLocation ?? node.location, "input '\(pad.name)' of '\(node.name)' (\(node.type.typeName)) is not connected",
                       hint: "add in: with an upstream node that gives \(pad.kindsText)")
+                broken.insert(node.name)
             }
         }
     }

@@ -61,6 +61,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     private var failure: Failure?
     private var startWall = Date()
     private let finished = DispatchGroup()
+    /// Called right after the `start` event (the CLI announces the control socket there).
+    public var onStart: (@Sendable () -> Void)?
     /// Called about once a second with a `stats` snapshot (the CLI's status line).
     public var onStats: (@Sendable ([String: Any]) -> Void)?
 
@@ -184,6 +186,16 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         return true
     }
 
+    /// Wall seconds since the start, less the paused spans; frozen while paused.
+    public var mediaClock: Double {
+        let now = clock
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        var paused = pausedSpans.reduce(0) { $0 + $1.end - $1.start }
+        if let p = pausedAt { paused += now - p }
+        return now - paused
+    }
+
     public var isPaused: Bool { stateLock.lock(); defer { stateLock.unlock() }; return pausedAt != nil }
 
     func pauseState(at t: Double) -> PauseDecision {
@@ -221,6 +233,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         startWall = Date()
         events.emit("start", ["pipeline": pipeline.settings.name, "realtime": realtime, "nodes": runners.count,
                               "duration": duration as Any])
+        onStart?()
         for r in runners {
             finished.enter()
             let thread = Thread { [self] in

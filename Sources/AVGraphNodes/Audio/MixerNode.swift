@@ -1,0 +1,319 @@
+import AVGraph
+import CFFmpeg
+import Foundation
+
+/// Mixes any number of raw audio inputs into one continuous output, the way a broadcast app
+/// mixes app sound with the microphone. Every input is resampled to the output shape and
+/// placed on the output timeline by its timestamps (sample index = time × rate): an input that
+/// starts late, pauses or has gaps contributes silence there and never shifts another input.
+/// Output comes in 1024-sample blocks; offline, a block goes out only once every open input has
+/// covered it (so runs are deterministic); in realtime runs the clock also pushes blocks out a
+/// little behind wall time, filling inputs that lag with silence.
+public final class MixerNode: Node, @unchecked Sendable {
+    public static let typeName = "mixer"
+    public static let summary = "mixes audio inputs aligned by timestamp; silence for late or paused inputs; soft limiter"
+    public static let inputs = [PadSpec("in", [.rawAudio], variadic: true, doc: "audio of any rate, channel count and sample format")]
+    public static let outputs = [PadSpec("audio", [.rawAudio], doc: "fltp at 'rate' and 'channels', pts in samples")]
+    public static let options: [OptionSpec] = [
+        OptionSpec("rate", .int(8000...384_000), default: "48000", doc: "output sample rate in Hz"),
+        OptionSpec("channels", .int(1...8), default: "2", doc: "output channel count (a mono input feeds every channel)"),
+        OptionSpec("gain", .perInput(.gain), live: true, doc: "gain per input, by upstream node name: {mic: 1.5, app: -6dB}"),
+        OptionSpec("mute", .perInput(.bool), live: true, doc: "mute per input, by upstream node name: {mic: true}"),
+        OptionSpec("latency", .duration(0.02...5), default: "150ms",
+                   doc: "realtime runs: how far behind the clock output is forced out, filling late inputs with silence"),
+        OptionSpec("tolerance", .duration(0...1), default: "20ms",
+                   doc: "timestamp jitter absorbed without realigning an input; larger jumps become silence or are trimmed"),
+        OptionSpec("lead", .duration(0.05...30), default: "500ms",
+                   doc: "how far one input may run ahead of the slowest before the mixer stops taking it (bounds memory)"),
+    ]
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        let names = n.inputs.map(\.from)
+        for option in ["gain", "mute"] {
+            for key in n.options.perInput(option).keys.sorted() where !names.contains(key) {
+                throw NegotiationError("'\(key)' in '\(option)' is not an input of this mixer (inputs: \(names.joined(separator: ", ")))",
+                                       option: option, hint: Suggest.hint(for: key, in: names) ?? "use the upstream node names listed in 'in:'")
+            }
+        }
+        for input in n.inputs {
+            let f = input.format
+            guard f.sampleRate > 0, (1...8).contains(f.channels), SampleFormat.named(f.sampleFormat) != nil else {
+                throw NegotiationError("input '\(input.from)' gives audio the mixer cannot take (\(f))")
+            }
+        }
+        return [.audio(sampleRate: n.options.int("rate") ?? 48000, channels: n.options.int("channels") ?? 2, sampleFormat: "fltp")]
+    }
+
+    /// Converted samples of one input waiting on the output timeline.
+    private struct Segment {
+        let frame: Frame
+        /// Output sample index of the first sample not yet mixed.
+        var start: Int64
+        /// Index in `frame` of that sample.
+        var offset: Int
+        var end: Int64 { start + Int64(frame.sampleCount - offset) }
+    }
+
+    private final class Input {
+        let name: String
+        var resampler: Resampler?
+        var segments: [Segment] = []
+        /// Where (fractional output samples) the next input sample belongs if the input is continuous.
+        var expected: Double?
+        /// Where the next converted sample goes; everything before it is known (data or silence).
+        var writeIndex: Int64 = 0
+        var ended = false
+        var gain = 1.0
+        var muted = false
+        /// The gain used at the end of the last block; a change ramps from it over one block.
+        var currentGain = 1.0
+        init(name: String) { self.name = name }
+        var started: Bool { expected != nil }
+        var target: Double { muted ? 0 : gain }
+    }
+
+    private let rate: Int
+    private let channels: Int
+    private let shape: AudioShape
+    private let block = 1024
+    private let latency: Double
+    private let tolerance: Double
+    private let lead: Int64
+    private let pool: AudioFramePool
+    private var inputs: [Input]
+    /// Output index of the next block; nil until the timeline's start is known.
+    private var next: Int64?
+    private var applied: [(option: String, value: String)] = []
+
+    public init(_ setup: NodeSetup) throws {
+        let o = setup.options
+        rate = o.int("rate") ?? 48000
+        channels = o.int("channels") ?? 2
+        shape = AudioShape(rate: rate, channels: channels, format: AV_SAMPLE_FMT_FLTP)
+        latency = o.duration("latency") ?? 0.15
+        tolerance = (o.duration("tolerance") ?? 0.02) * Double(rate)
+        lead = Int64((o.duration("lead") ?? 0.5) * Double(rate))
+        pool = try AudioFramePool(format: AV_SAMPLE_FMT_FLTP, channels: channels, sampleRate: rate, capacity: block)
+        inputs = setup.inputs.map { Input(name: $0.from) }
+        for (i, input) in inputs.enumerated() {
+            let f = setup.inputs[i].format
+            if let s = try? AudioShape(f), s != shape { input.resampler = try Resampler(from: s, to: shape) }
+        }
+        for (name, v) in o.perInput("gain") { if case .number(let g) = v { for i in inputs where i.name == name { i.gain = g; i.currentGain = g } } }
+        for (name, v) in o.perInput("mute") {
+            if case .bool(let m) = v { for i in inputs where i.name == name { i.muted = m; i.currentGain = i.target } }
+        }
+    }
+
+    // MARK: input
+
+    public func receive(_ buffer: MediaBuffer, input index: Int, _ out: Outlet) throws {
+        guard let frame = buffer.frame, frame.sampleCount > 0 else { return }
+        try place(frame, on: inputs[index])
+        try emitReady(out)
+    }
+
+    private func place(_ frame: Frame, on input: Input) throws {
+        let frameShape = AudioShape(rate: frame.sampleRate, channels: frame.channels, format: frame.sampleFormat)
+        if frameShape != (input.resampler?.input ?? shape) {
+            try drain(input)
+            input.resampler = frameShape == shape ? nil : try Resampler(from: frameShape, to: shape)
+        }
+        let ideal: Double
+        if frame.pts != avg_nopts() {
+            ideal = Double(frame.pts) * frame.timeBase.double * Double(rate)
+        } else {
+            ideal = input.expected ?? Double(next ?? 0)
+        }
+        if let expected = input.expected {
+            if abs(ideal - expected) > tolerance {
+                // A jump in the input's timeline: a gap becomes silence, an overlap is trimmed;
+                // either way the filter must not smear across it.
+                try drain(input)
+                try input.resampler?.reset()
+                input.writeIndex = Int64(ideal.rounded())
+                input.expected = ideal
+            }
+        } else {
+            input.writeIndex = Int64(ideal.rounded())
+            input.expected = ideal
+        }
+        input.expected! += Double(frame.sampleCount) * Double(rate) / Double(frame.sampleRate)
+        if let resampler = input.resampler {
+            if let converted = try resampler.convert(frame) { append(converted, to: input) }
+        } else {
+            append(frame, to: input)
+        }
+    }
+
+    /// Puts converted samples at the input's write position, dropping whatever falls on time
+    /// already mixed or already covered by earlier data.
+    private func append(_ frame: Frame, to input: Input) {
+        let start = input.writeIndex
+        input.writeIndex += Int64(frame.sampleCount)
+        let floor = max(input.segments.last?.end ?? start, next ?? start)
+        let skip = max(0, floor - start)
+        guard skip < frame.sampleCount else { return }
+        input.segments.append(Segment(frame: frame, start: start + skip, offset: Int(skip)))
+    }
+
+    private func drain(_ input: Input) throws {
+        guard let resampler = input.resampler else { return }
+        while let tail = try resampler.convert(nil) { append(tail, to: input) }
+    }
+
+    public func inputEnded(_ index: Int, _ out: Outlet) throws {
+        try drain(inputs[index])
+        inputs[index].ended = true
+        try emitReady(out)
+    }
+
+    public func wantsInput(_ index: Int) -> Bool {
+        let input = inputs[index]
+        guard !input.ended else { return true }
+        let open = inputs.filter { !$0.ended }
+        let slowest = open.map(position).min() ?? 0
+        return position(input) - slowest <= lead
+    }
+
+    private func position(_ input: Input) -> Int64 {
+        input.started ? max(input.writeIndex, next ?? input.writeIndex) : (next ?? 0)
+    }
+
+    // MARK: output
+
+    public func tick(_ out: Outlet) throws { try emitReady(out) }
+
+    private func emitReady(_ out: Outlet) throws {
+        let forcedUntil: Int64? = out.realtime ? Int64(((out.clock - latency) * Double(rate)).rounded(.down)) : nil
+        if next == nil {
+            let starts = inputs.filter(\.started).map { $0.segments.first?.start ?? $0.writeIndex }
+            let allKnown = inputs.allSatisfy { $0.started || $0.ended }
+            guard let first = starts.min(), allKnown || forcedUntil != nil else { return }
+            next = first
+        }
+        // With every input ended there is nothing left to wait for: `finish` writes the tail.
+        while let b = next, inputs.contains(where: { !$0.ended }) {
+            let e = b + Int64(block)
+            let covered = inputs.allSatisfy { $0.ended || ($0.started && $0.writeIndex >= e) }
+            guard covered || (forcedUntil.map { e <= $0 } ?? false) else { break }
+            try mix(from: b, count: block, out)
+        }
+    }
+
+    public func finish(_ out: Outlet) throws {
+        for input in inputs where !input.ended {
+            try drain(input)
+            input.ended = true
+        }
+        try emitReady(out)
+        let end = inputs.compactMap { $0.segments.last?.end }.max() ?? 0
+        while let b = next, b < end {
+            try mix(from: b, count: Int(min(Int64(block), end - b)), out)
+        }
+    }
+
+    private func mix(from b: Int64, count n: Int, _ out: Outlet) throws {
+        let frame = try pool.frame(samples: n, pts: b)
+        let e = b + Int64(n)
+        var planes: [UnsafeMutablePointer<Float>] = []
+        for c in 0..<channels {
+            let p = frame.audioData(c).assumingMemoryBound(to: Float.self)
+            p.initialize(repeating: 0, count: n)
+            planes.append(p)
+        }
+        for input in inputs {
+            let from = input.currentGain, to = input.target
+            input.currentGain = to
+            if from == 0 && to == 0 {
+                consume(input, upTo: e)
+                continue
+            }
+            let step = (to - from) / Double(n)
+            for segment in input.segments where segment.start < e {
+                let lo = max(segment.start, b), hi = min(segment.end, e)
+                guard lo < hi else { continue }
+                let src0 = segment.offset + Int(lo - segment.start), dst0 = Int(lo - b), count = Int(hi - lo)
+                for c in 0..<channels {
+                    let src = segment.frame.audioData(c).assumingMemoryBound(to: Float.self) + src0
+                    let dst = planes[c] + dst0
+                    if step == 0 {
+                        let g = Float(to)
+                        for k in 0..<count { dst[k] += g * src[k] }
+                    } else {
+                        for k in 0..<count { dst[k] += Float(from + step * Double(dst0 + k)) * src[k] }
+                    }
+                }
+            }
+            consume(input, upTo: e)
+        }
+        for p in planes { Self.limit(p, count: n) }
+        next = e
+        let time = Double(b) / Double(rate)
+        for change in applied { out.event("applied", ["option": change.option, "value": change.value, "media_time": time]) }
+        applied.removeAll()
+        out.emit(frame)
+    }
+
+    private func consume(_ input: Input, upTo e: Int64) {
+        var drop = 0
+        for i in input.segments.indices {
+            if input.segments[i].end <= e { drop += 1; continue }
+            if input.segments[i].start < e {
+                input.segments[i].offset += Int(e - input.segments[i].start)
+                input.segments[i].start = e
+            }
+            break
+        }
+        input.segments.removeFirst(drop)
+    }
+
+    /// Soft limiter: untouched up to -1 dBFS, then a tanh knee that approaches -0.1 dBFS and never
+    /// reaches full scale, so no later conversion to integers can clip.
+    static let knee: Float = 0.891
+    static let ceiling: Float = 0.989
+    static func limit(_ p: UnsafeMutablePointer<Float>, count: Int) {
+        let t = knee, room = ceiling - knee
+        for k in 0..<count {
+            let x = p[k]
+            let a = abs(x)
+            if a > t { p[k] = (t + room * tanh((a - t) / room)) * (x < 0 ? -1 : 1) }
+        }
+    }
+
+    // MARK: live options
+
+    public func set(option: String, to value: OptionValue) throws {
+        switch (option, value) {
+        case ("gain", .perInput(let map)):
+            try validate(map.keys, option)
+            for (name, v) in map {
+                guard case .number(let g) = v else { throw MediaError("gain for '\(name)' must be a gain like -6dB or 0.5") }
+                for i in inputs where i.name == name { i.gain = g }
+            }
+        case ("gain", .number(let g)):
+            for i in inputs { i.gain = g }
+        case ("mute", .perInput(let map)):
+            try validate(map.keys, option)
+            for (name, v) in map {
+                guard case .bool(let m) = v else { throw MediaError("mute for '\(name)' must be true or false") }
+                for i in inputs where i.name == name { i.muted = m }
+            }
+        case ("mute", .bool(let m)):
+            for i in inputs { i.muted = m }
+        case ("gain", _), ("mute", _):
+            throw MediaError("'\(option)' takes a mapping from input name to value, like {mic: \(option == "gain" ? "-6dB" : "true")}")
+        default:
+            throw MediaError("option '\(option)' of mixer cannot be changed while running (live: gain, mute)")
+        }
+        applied.append((option, value.text))
+    }
+
+    private func validate(_ names: Dictionary<String, OptionValue>.Keys, _ option: String) throws {
+        let known = inputs.map(\.name)
+        for name in names where !known.contains(name) {
+            let hint = Suggest.hint(for: name, in: known).map { "; \($0)" } ?? ""
+            throw MediaError("'\(option)': the mixer has no input '\(name)' (inputs: \(known.joined(separator: ", ")))\(hint)")
+        }
+    }
+}
