@@ -69,6 +69,7 @@ public final class Outlet: @unchecked Sendable {
                 reachedEnd = true
                 return
             }
+            if case .frame(let f) = buffer, f.emittedAt == nil { f.emittedAt = run.clock }
         }
         statsLock.lock()
         lastTime[output] = t
