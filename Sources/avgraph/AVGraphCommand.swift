@@ -1,6 +1,7 @@
 import ArgumentParser
 import AVGraph
 import AVGraphNodes
+import CFFmpeg
 import Foundation
 
 @main
@@ -14,6 +15,9 @@ struct AVGraphCommand: ParsableCommand {
     /// ArgumentParser exits 64 on usage errors; PIPE-FORMAT.md promises 2.
     static func main() {
         if ProcessInfo.processInfo.environment["AVGRAPH_FFMPEG_LOG"] == nil { FFmpegLog.errorsOnly() } else { FFmpegLog.verbose() }
+        // The live budget (50 MB for a phone's broadcast extension) counts resident pages: keep
+        // x264's buffers on ordinary pages, resident only where touched.
+        _ = avg_disable_transparent_hugepages()
         do {
             var command = try parseAsRoot()
             try command.run()

@@ -112,6 +112,7 @@ final class StatusLine: @unchecked Sendable {
     let encoders: [String]
     let videoEncoders: Set<String>
     private var last: (wall: Double, bytes: Int, frames: Int)?
+    private var fps = 0.0, kbps = 0.0
     private var printed = false
 
     init(pipeline: CheckedPipeline, enabled: Bool) {
@@ -131,12 +132,14 @@ final class StatusLine: @unchecked Sendable {
             if videoEncoders.contains(name) { frames += (n["emitted"] as? [Int])?.reduce(0, +) ?? 0 }
             if let q = n["queue"] as? [Int], !q.isEmpty { queues.append(q.map(String.init).joined(separator: "+")) }
         }
-        var fps = 0.0, kbps = 0.0
-        if let last, wall > last.wall {
+        // Rates over at least half a second: the final snapshot right after the flush would be noise.
+        if let last, wall - last.wall >= 0.5 {
             fps = Double(frames - last.frames) / (wall - last.wall)
             kbps = Double(bytes - last.bytes) * 8 / 1000 / (wall - last.wall)
+            self.last = (wall, bytes, frames)
+        } else if last == nil {
+            last = (wall, bytes, frames)
         }
-        last = (wall, bytes, frames)
         let media = s["media_time"] as? Double ?? 0
         let rss = Double(s["rss"] as? Int ?? 0) / 1_048_576
         let line = String(format: "time %7.2fs | %5.1f fps | %7.0f kbit/s | queues %@ | drops %d | rss %.0f MB",

@@ -45,7 +45,7 @@ final class AudioNodeTests: XCTestCase {
     // MARK: helpers
 
     static func registry() -> NodeRegistry {
-        let r = BuiltinNodes.registry()
+        let r = TestSupport.freshRegistry()
         try! r.register(AudioCollectSink.self)
         return r
     }

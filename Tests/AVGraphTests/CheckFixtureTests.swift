@@ -62,7 +62,7 @@ final class CheckFixtureTests: XCTestCase {
     func testEveryBrokenFixtureGivesExactlyItsMarkedDiagnostics() throws {
         let files = try FileManager.default.contentsOfDirectory(atPath: Self.fixtures).filter { $0.hasSuffix(".pipe") }.sorted()
         XCTAssertGreaterThanOrEqual(files.count, 25, "at least 25 broken fixtures")
-        let checker = Checker(registry: BuiltinNodes.registry())
+        let checker = Checker(registry: TestSupport.freshRegistry())
         for name in files {
             let path = Self.fixtures + "/" + name
             let text = try String(contentsOfFile: path, encoding: .utf8)
@@ -90,7 +90,7 @@ final class CheckFixtureTests: XCTestCase {
     }
 
     func testThreeIndependentMistakesGiveThreeDiagnosticsInOneRun() {
-        let result = Checker(registry: BuiltinNodes.registry()).check(path: Self.fixtures + "/35-three-mistakes.pipe")
+        let result = Checker(registry: TestSupport.freshRegistry()).check(path: Self.fixtures + "/35-three-mistakes.pipe")
         XCTAssertEqual(result.diagnostics.filter { $0.severity == .error }.count, 3)
         XCTAssertEqual(Set(result.diagnostics.map(\.location.line)).count, 3)
     }
@@ -125,7 +125,7 @@ final class CheckFixtureTests: XCTestCase {
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".pipe") }
         XCTAssertFalse(files.isEmpty)
         for f in files {
-            let r = Checker(registry: BuiltinNodes.registry()).check(path: dir + "/" + f)
+            let r = Checker(registry: TestSupport.freshRegistry()).check(path: dir + "/" + f)
             XCTAssertTrue(r.isValid, "\(f):\n" + r.diagnostics.map(\.description).joined(separator: "\n"))
         }
     }

@@ -5,7 +5,7 @@ import XCTest
 
 /// No input makes `check` crash or hang: each is answered with a diagnostic, quickly.
 final class CheckRobustnessTests: XCTestCase {
-    let checker = Checker(registry: BuiltinNodes.registry())
+    let checker = Checker(registry: TestSupport.freshRegistry())
 
     func checkData(_ data: Data, _ name: String = #function) -> CheckedPipeline {
         let dir = TestSupport.scratch(name)

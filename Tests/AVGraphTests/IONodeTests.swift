@@ -92,7 +92,7 @@ final class IONodeTests: XCTestCase {
     }()
 
     static let registry: NodeRegistry = {
-        let r = BuiltinNodes.registry()
+        let r = TestSupport.freshRegistry()
         try! r.register(EncodedAudioSource.self)
         try! r.register(VaryingSizeSource.self)
         try! r.register(OrientationRecorder.self)

@@ -5,7 +5,14 @@ import XCTest
 
 /// Shared helpers: write a `.pipe` into a scratch folder, check it, run it, probe what it wrote.
 enum TestSupport {
-    static let registry = BuiltinNodes.registry()
+    static let registry = freshRegistry()
+
+    /// The built-in node types in a registry of its own (tests add their own test nodes to it).
+    /// FFmpeg's log is kept to errors, as the command line keeps it.
+    static func freshRegistry() -> NodeRegistry {
+        FFmpegLog.errorsOnly()
+        return BuiltinNodes.registry()
+    }
 
     /// A fresh scratch folder per call.
     static func scratch(_ name: String = #function) -> String {

@@ -46,7 +46,7 @@ final class CollectedEvents: @unchecked Sendable {
 
 final class VideoNodeTests: XCTestCase {
     static let registry: NodeRegistry = {
-        let r = BuiltinNodes.registry()
+        let r = TestSupport.freshRegistry()
         try! r.register(CollectSink.self)
         return r
     }()

@@ -76,18 +76,7 @@ enum CLI {
     }
 
     @discardableResult
-    static func shell(_ args: [String]) throws -> String {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = args
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
-    }
+    static func shell(_ args: [String]) throws -> String { String(decoding: try capture(args), as: UTF8.self) }
 
     static func probe(_ path: String, _ extra: [String] = []) throws -> [String: Any] {
         let out = try shell(["ffprobe", "-v", "error", "-print_format", "json", "-show_streams", "-show_format"] + extra + [path])
@@ -111,30 +100,32 @@ enum CLI {
         return out.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces.union(.punctuationCharacters)) }
     }
 
-    /// Decodes video to gray frames of the given size.
-    static func grayFrames(_ path: String, width: Int, height: Int) throws -> [[UInt8]] {
+    /// Standard output of a command, as bytes (decoded media).
+    static func capture(_ args: [String]) throws -> Data {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-f", "rawvideo", "-pix_fmt", "gray", "-s", "\(width)x\(height)", "-"]
+        p.arguments = args
         let out = Pipe()
         p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
         try p.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
+        return data
+    }
+
+    /// Decodes video to gray frames of the given size.
+    static func grayFrames(_ path: String, width: Int, height: Int) throws -> [[UInt8]] {
+        let data = try capture(["ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-f", "rawvideo", "-pix_fmt", "gray",
+                                "-s", "\(width)x\(height)", "-"])
         let n = width * height
         return stride(from: 0, to: data.count - n + 1, by: n).map { Array(data[$0..<$0 + n]) }
     }
 
     /// Decodes the first channel of the audio to float at `rate` (a downmix would change levels).
     static func samples(_ path: String, rate: Int = 44100) throws -> [Float] {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["ffmpeg", "-v", "error", "-i", path, "-map", "0:a:0", "-af", "pan=mono|c0=c0", "-ar", "\(rate)", "-f", "f32le", "-"]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
+        let data = try capture(["ffmpeg", "-v", "error", "-i", path, "-map", "0:a:0", "-af", "pan=mono|c0=c0", "-ar", "\(rate)",
+                                "-f", "f32le", "-"])
         return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
     }
 

@@ -53,6 +53,10 @@ public struct NodeSetup: Sendable {
     public var baseDirectory: String
     public var realtime: Bool
     public var duration: Double?
+    /// Per output: every node it feeds declares `standsUpright`, so pictures may leave with
+    /// their orientation tag still to apply (`orient` then leaves the turn to a `resize`, which
+    /// turns the small scaled picture instead of the full one).
+    public var consumersStandUpright: [Bool] = []
 
     public func path(_ option: String) -> String? {
         options.string(option).map { PathResolver.resolve($0, relativeTo: baseDirectory) }
@@ -70,6 +74,8 @@ public protocol Node: AnyObject {
     static var inputs: [PadSpec] { get }
     static var outputs: [PadSpec] { get }
     static var options: [OptionSpec] { get }
+    /// Whether this node accepts pictures carrying any orientation tag and writes them upright itself.
+    static var standsUpright: Bool { get }
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -97,6 +103,7 @@ public protocol Node: AnyObject {
 extension Node {
     public static var outputs: [PadSpec] { [] }
     public static var inputs: [PadSpec] { [] }
+    public static var standsUpright: Bool { false }
     public func produce(_ out: Outlet) throws -> Bool { false }
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {}
     public func wantsInput(_ input: Int) -> Bool { true }

@@ -96,5 +96,6 @@ extension Frame {
     public func copyProperties(from other: Frame) {
         av_frame_copy_props(av, other.av)
         timeBase = other.timeBase
+        emittedAt = other.emittedAt
     }
 }

@@ -7,6 +7,9 @@ public final class Frame: @unchecked Sendable {
     public let av: UnsafeMutablePointer<AVFrame>
     public var timeBase: Rational
     public var orientation: Orientation
+    /// Pipeline clock (seconds) when a source emitted the media this frame was made from; set by
+    /// the outlet, carried by derived frames, so an encoder can measure its end-to-end latency.
+    public var emittedAt: Double?
 
     public init(owning av: UnsafeMutablePointer<AVFrame>, timeBase: Rational, orientation: Orientation = .up) {
         self.av = av
@@ -26,7 +29,9 @@ public final class Frame: @unchecked Sendable {
 
     /// A new header that shares this frame's buffers (no pixels or samples copied).
     public func ref() -> Frame {
-        Frame(owning: av_frame_clone(av), timeBase: timeBase, orientation: orientation)
+        let copy = Frame(owning: av_frame_clone(av), timeBase: timeBase, orientation: orientation)
+        copy.emittedAt = emittedAt
+        return copy
     }
 
     public var pts: Int64 {

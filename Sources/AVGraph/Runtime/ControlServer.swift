@@ -100,6 +100,9 @@ public final class ControlServer: @unchecked Sendable {
                 Glibc.close(fd)
                 continue
             }
+            // A client that sends but never reads must not hold a server thread forever.
+            var timeout = timeval(tv_sec: 2, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             lock.lock(); clients.insert(fd); lock.unlock()
             let t = Thread { [self] in serve(fd) }
             t.name = "control-client"
@@ -147,7 +150,11 @@ public final class ControlServer: @unchecked Sendable {
         var off = 0
         while off < bytes.count {
             let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return }
+            if n <= 0 {
+                // Gone, or not reading its replies: hang up on it; the run is not its hostage.
+                shutdown(fd, Int32(SHUT_RDWR))
+                return
+            }
             off += n
         }
     }

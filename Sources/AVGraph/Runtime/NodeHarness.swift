@@ -12,6 +12,7 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
     public let events: EventLog
     public var realtime: Bool
     public var clock: Double = 0
+    public var mediaClock: Double { clock }
     public var isStopping = false
     public var duration: Double?
     private var collectors: [Inbox] = []

@@ -5,6 +5,7 @@ protocol OutletHost: AnyObject, Sendable {
     var realtime: Bool { get }
     var isStopping: Bool { get }
     var clock: Double { get }
+    var mediaClock: Double { get }
     var events: EventLog { get }
     var duration: Double? { get }
     func waitUntil(mediaTime t: Double)
@@ -47,8 +48,9 @@ public final class Outlet: @unchecked Sendable {
     public var realtime: Bool { run.realtime }
     /// The run has been asked to stop (signal, `ctl stop`, an error elsewhere): sources end.
     public var isStopping: Bool { run.isStopping }
-    /// Seconds of media the pipeline clock has advanced (realtime runs: wall time since start).
-    public var clock: Double { run.clock }
+    /// Seconds of media the pipeline clock has advanced (realtime runs: wall time since start,
+    /// less the time spent paused, so nodes that act on the clock stand still during a pause).
+    public var clock: Double { run.mediaClock }
     public var events: EventLog { run.events }
 
     /// Sends `buffer` to every node connected to output `output`. Sources are paced by the clock
@@ -69,6 +71,7 @@ public final class Outlet: @unchecked Sendable {
                 reachedEnd = true
                 return
             }
+            if case .frame(let f) = buffer, f.emittedAt == nil { f.emittedAt = run.clock }
         }
         statsLock.lock()
         lastTime[output] = t

@@ -1,3 +1,4 @@
+import CFFmpeg
 import Foundation
 
 /// Runs a checked pipeline: one thread per node, a bounded lane per edge, end of stream
@@ -92,14 +93,18 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                 let setup = NodeSetup(
                     name: n.name, options: n.options,
                     inputs: n.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, format: $0.format!) },
-                    outputs: n.outputs, baseDirectory: pipeline.baseDirectory, realtime: realtime, duration: durationLimit)
+                    outputs: n.outputs, baseDirectory: pipeline.baseDirectory, realtime: realtime, duration: durationLimit,
+                    consumersStandUpright: n.outputs.indices.map { o in
+                        let consumers = pipeline.nodes.filter { c in c.inputs.contains { $0.from == n.name && $0.fromOutput == o } }
+                        return !consumers.isEmpty && consumers.allSatisfy { $0.type.standsUpright }
+                    })
                 let lanes = n.inputs.map { c -> Inbox.Lane in
                     let kind = c.format?.kind ?? .rawVideo
                     var policy = n.queue?.policy ?? defaultPolicy(kind)
                     if policy == .dropToKeyframe && kind != .encodedVideo { policy = .dropOldest }
                     // Raw pictures are megabytes each: a few in flight keep every thread busy; small
                     // audio blocks and packets get more room so one branch can run ahead of another.
-                    let capacity = n.queue?.size ?? (kind == .rawVideo ? 3 : 32)
+                    let capacity = n.queue?.size ?? (kind == .rawVideo ? self.rawVideoCapacity(c.format) : 32)
                     return Inbox.Lane(capacity: capacity, policy: policy, kind: kind)
                 }
                 let node: any Node
@@ -124,6 +129,17 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             }
             r.outlet = Outlet(nodeName: r.name, targets: targets, run: self, isSource: r.isSource)
         }
+    }
+
+    /// Live runs size raw-video lanes by bytes: a deeper queue only adds latency (the oldest
+    /// picture is dropped anyway) and every queued picture is a pooled buffer kept for the run,
+    /// so full-size screen pictures (4 MB) get one slot and small ones room for a burst.
+    func rawVideoCapacity(_ format: StreamFormat?) -> Int {
+        guard realtime, let f = format, f.width > 0, f.height > 0 else { return 3 }
+        let pixelFormat = av_get_pix_fmt(f.pixelFormat)
+        let bytes = pixelFormat == AV_PIX_FMT_NONE ? f.width * f.height * 4
+            : Int(av_image_get_buffer_size(pixelFormat, Int32(f.width), Int32(f.height), 1))
+        return max(1, min(8, (6 << 20) / max(bytes, 1)))
     }
 
     public var isStopping: Bool { stateLock.lock(); defer { stateLock.unlock() }; return stopping }
@@ -168,6 +184,16 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         pausedAt = nil
         events.emit("resumed", ["paused_for": end - start, "media_time": start])
         return true
+    }
+
+    /// Wall seconds since the start, less the paused spans; frozen while paused.
+    public var mediaClock: Double {
+        let now = clock
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        var paused = pausedSpans.reduce(0) { $0 + $1.end - $1.start }
+        if let p = pausedAt { paused += now - p }
+        return now - paused
     }
 
     public var isPaused: Bool { stateLock.lock(); defer { stateLock.unlock() }; return pausedAt != nil }

@@ -80,6 +80,13 @@ public final class H264Node: Node, @unchecked Sendable {
     private var lastPts = Int64.min
     private let width: Int32, height: Int32
     private let pictureFormat: AVPixelFormat
+    /// Realtime runs: when each picture (by encoder pts) left its source (the encoder holds a few
+    /// at most), and a histogram of source-to-packet latency in half milliseconds, so a run of
+    /// any length measures it in constant memory.
+    private var emittedAt: [Int64: Double] = [:]
+    private var latencyBins: [Int] = []
+    private var latencyMax = 0.0
+    private static let binsPerSecond = 2000.0
 
     public init(_ setup: NodeSetup) throws {
         let input = setup.inputs[0].format
@@ -155,6 +162,7 @@ public final class H264Node: Node, @unchecked Sendable {
         lastPts = pts
         picture.av.pointee.pts = pts
         picture.av.pointee.pict_type = AV_PICTURE_TYPE_NONE
+        if out.realtime, let t = frame.emittedAt { emittedAt[pts] = t }
         try encoder.send(picture.av)
         try drain(out)
     }
@@ -173,12 +181,36 @@ public final class H264Node: Node, @unchecked Sendable {
     public func finish(_ out: Outlet) throws {
         try encoder.send(nil)
         try drain(out)
+        reportLatency(out)
+    }
+
+    /// Source emission to encoded packet, over the run: the figure a live viewer's delay starts from.
+    private func reportLatency(_ out: Outlet) {
+        let count = latencyBins.reduce(0, +)
+        guard count > 0 else { return }
+        func percentile(_ p: Double) -> Double {
+            let rank = Int((p * Double(count)).rounded(.up))
+            var seen = 0
+            for (bin, n) in latencyBins.enumerated() {
+                seen += n
+                if seen >= rank { return bin == latencyBins.count - 1 ? latencyMax * 1000 : (Double(bin) + 0.5) / Self.binsPerSecond * 1000 }
+            }
+            return latencyMax * 1000
+        }
+        out.event("latency", ["count": count, "p50_ms": percentile(0.5), "p99_ms": percentile(0.99), "max_ms": latencyMax * 1000])
+    }
+
+    private func record(latency: Double) {
+        if latencyBins.isEmpty { latencyBins = Array(repeating: 0, count: 8001) }
+        latencyBins[min(latencyBins.count - 1, max(0, Int(latency * Self.binsPerSecond)))] += 1
+        latencyMax = max(latencyMax, latency)
     }
 
     private func drain(_ out: Outlet) throws {
         while let packet = try encoder.receive() {
             // One frame per tick of the time base: muxers use it for the last frame's length.
             if packet.pointee.duration <= 0 { packet.pointee.duration = 1 }
+            if let t = emittedAt.removeValue(forKey: packet.pointee.pts) { record(latency: out.clock - t) }
             out.emit(Packet(owning: packet, stream: stream))
         }
     }

@@ -59,7 +59,13 @@ final class FpsNode: Node, @unchecked Sendable {
         current = frame
         currentSlot = s
         currentShown = false
-        if out.realtime { arrivalClock = out.clock }
+        if out.realtime {
+            arrivalClock = out.clock
+            // Live, a frame due now goes out now: waiting for its successor (to show the latest
+            // frame of a slot) would hold every frame back one frame time. A second frame for a
+            // slot already shown waits for the next slot, as a repeat would.
+            if s >= next { show(s, out) }
+        }
     }
 
     /// Realtime: keep the stream going through a stall without waiting for the next frame.

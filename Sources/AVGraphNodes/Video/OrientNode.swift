@@ -3,7 +3,9 @@ import CFFmpeg
 
 /// Stands each picture upright from its orientation tag (the one convention of
 /// OrientationMapping.swift). Upright pictures pass through as the same reference; turned ones
-/// are rewritten once into a pooled picture of the upright size.
+/// are rewritten once into a pooled picture of the upright size. When everything it feeds stands
+/// pictures upright itself (a `resize`), the turn is left to it: the frame goes on with its tag,
+/// and the turn happens after scaling, on a picture a fraction of the size.
 final class OrientNode: Node, @unchecked Sendable {
     static let typeName = "orient"
     static let summary = "upright picture from each frame's orientation tag"
@@ -28,11 +30,13 @@ final class OrientNode: Node, @unchecked Sendable {
     }
 
     let override: Orientation?
+    let consumersTurn: Bool
     var pool: VideoFramePool?
     var layouts: [Int32: PixelLayout] = [:]
 
     init(_ setup: NodeSetup) throws {
         override = setup.options.orientation("override")
+        consumersTurn = setup.consumersStandUpright.first ?? false
     }
 
     func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
@@ -40,6 +44,11 @@ final class OrientNode: Node, @unchecked Sendable {
         let tag = override ?? frame.orientation
         if tag == .up {
             frame.orientation = .up
+            out.emit(frame)
+            return
+        }
+        if consumersTurn {
+            frame.orientation = tag
             out.emit(frame)
             return
         }

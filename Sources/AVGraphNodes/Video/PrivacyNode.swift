@@ -68,6 +68,7 @@ final class PrivacyNode: Node, @unchecked Sendable {
         shown.timeBase = frame.timeBase
         shown.av.pointee.pkt_duration = frame.av.pointee.pkt_duration
         shown.orientation = .up
+        shown.emittedAt = frame.emittedAt
         out.emit(shown)
     }
 

@@ -4,12 +4,16 @@ import CFFmpeg
 /// Scales every picture to one size with swscale: `fit` scales straight into the middle of the
 /// output picture and paints the bars, `fill` scales a centred crop (source pointers offset, no
 /// copy), `stretch` ignores the aspect. Range/matrix become BT.709 limited in the same pass.
+/// Pictures still carrying an orientation tag come out upright: the stored picture is scaled
+/// first, in its own orientation, and only the small result is turned into place, so the turn
+/// touches a quarter of the pixels a turn before scaling would (`orient` leaves it to us).
 final class ResizeNode: Node, @unchecked Sendable {
     static let typeName = "resize"
     static let summary = "scale pictures to one size (fit with bars, fill by cropping, or stretch)"
     static let inputs = [PadSpec("video", [.rawVideo])]
-    static let outputs = [PadSpec("video", [.rawVideo], doc: "pictures of exactly `size`, BT.709 limited range")]
+    static let outputs = [PadSpec("video", [.rawVideo], doc: "upright pictures of exactly `size`, BT.709 limited range")]
     static let formats = ["yuv420p", "nv12", "yuv444p", "gray"]
+    static let standsUpright = true
     static let options: [OptionSpec] = [
         OptionSpec("size", .size, required: true, doc: "output picture size (h264 needs even sizes)"),
         OptionSpec("mode", .choice(["fit", "fill", "stretch"]), default: "fit",
@@ -31,13 +35,17 @@ final class ResizeNode: Node, @unchecked Sendable {
     }
 
     struct Geometry: Hashable {
-        var width: Int, height: Int, format: Int32, fullRange: Bool, matrix: Int32
+        var width: Int, height: Int, format: Int32, fullRange: Bool, matrix: Int32, orientation: Orientation
     }
 
     struct Plan {
         let scaler: Scaler
+        /// In the stored picture.
         let source: PixelRect
+        /// In the upright output.
         let target: PixelRect
+        /// Tagged input: the scaled picture, still in stored orientation, is turned from here into `target`.
+        let turn: (map: StorageMap, pool: VideoFramePool)?
     }
 
     let width: Int, height: Int
@@ -63,11 +71,17 @@ final class ResizeNode: Node, @unchecked Sendable {
     func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         let plan = try self.plan(for: frame)
-        let resized = try pool.frame(timeBase: frame.timeBase, orientation: frame.orientation)
+        let resized = try pool.frame(timeBase: frame.timeBase)
         resized.copyProperties(from: frame)
         resized.av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
         resized.tagBT709Limited()
-        try plan.scaler.scale(frame, plan.source, into: resized, plan.target)
+        if let turn = plan.turn {
+            let scaled = try turn.pool.frame(timeBase: frame.timeBase)
+            try plan.scaler.scale(frame, plan.source, into: scaled, PixelRect(x: 0, y: 0, width: scaled.width, height: scaled.height))
+            PictureTurn.upright(scaled, into: resized.region(plan.target, layout: layout), map: turn.map, layout: layout)
+        } else {
+            try plan.scaler.scale(frame, plan.source, into: resized, plan.target)
+        }
         resized.fill(around: plan.target, with: background, layout: layout)
         out.emit(resized)
     }
@@ -75,15 +89,23 @@ final class ResizeNode: Node, @unchecked Sendable {
     /// One swscale context per input geometry: the input size may change mid-stream (a turned phone).
     private func plan(for frame: Frame) throws -> Plan {
         let color = Scaler.colorDetails(of: frame)
-        let key = Geometry(width: frame.width, height: frame.height, format: frame.av.pointee.format, fullRange: color.fullRange, matrix: color.matrix)
+        let tag = frame.orientation
+        let key = Geometry(width: frame.width, height: frame.height, format: frame.av.pointee.format, fullRange: color.fullRange,
+                           matrix: color.matrix, orientation: tag)
         if let p = plans[key] { return p }
         guard let inLayout = PixelLayout(frame.pixelFormat) else { throw MediaError("cannot scale pixel format \(key.format)") }
-        let (source, target) = Placement.place(inWidth: frame.width, inHeight: frame.height, inAlign: inLayout.alignment,
-                                               outWidth: width, outHeight: height, outAlign: layout.alignment, mode: mode)
-        let scaler = try Scaler(from: source.width, source.height, frame.pixelFormat, to: target.width, target.height, layout.format,
+        // Placement is decided on the upright picture; the scaler reads the matching stored region.
+        let upright = tag.uprightSize(width: frame.width, height: frame.height)
+        let (uprightSource, target) = Placement.place(inWidth: upright.width, inHeight: upright.height, inAlign: inLayout.alignment,
+                                                      outWidth: width, outHeight: height, outAlign: layout.alignment, mode: mode)
+        let map = tag.storage
+        let source = tag == .up ? uprightSource : map.bufferRect(uprightSource, bufferWidth: frame.width, bufferHeight: frame.height)
+        let scaled = tag.swapsAxes ? (width: target.height, height: target.width) : (width: target.width, height: target.height)
+        let scaler = try Scaler(from: source.width, source.height, frame.pixelFormat, to: scaled.width, scaled.height, layout.format,
                                 quality: quality, sourceFullRange: color.fullRange, sourceMatrix: color.matrix)
+        let turn = tag == .up ? nil : (map: map, pool: try VideoFramePool(width: scaled.width, height: scaled.height, pixelFormat: layout.format))
         if plans.count >= 8 { plans.removeAll() }
-        let p = Plan(scaler: scaler, source: source, target: target)
+        let p = Plan(scaler: scaler, source: source, target: target, turn: turn)
         plans[key] = p
         return p
     }

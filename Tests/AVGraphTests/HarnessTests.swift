@@ -1,0 +1,105 @@
+import AVGraph
+import AVGraphNodes
+import Foundation
+import XCTest
+
+/// Built-in nodes driven by hand through `NodeHarness`: no threads, no pipeline, the node's
+/// own contract and options, and assertions on the frames it emits.
+final class HarnessTests: XCTestCase {
+    func type(_ name: String) throws -> any Node.Type { try XCTUnwrap(TestSupport.registry[name]) }
+
+    func luma(_ f: Frame, _ x: Int, _ y: Int) -> UInt8 { f.plane(0)![y * f.lineSize(0) + x] }
+
+    func testResizeFitsIntoTheCanvasWithBars() throws {
+        let h = try NodeHarness(type("resize"), options: "size: 320x180, mode: fit",
+                                inputs: [.video(width: 180, height: 390, pixelFormat: "yuv420p", frameRate: Rational(30, 1))])
+        try h.feed(TestMedia.videoFrame(width: 180, height: 390, pts: 7) { _, _ in 200 })
+        let out = h.emittedFrames()
+        XCTAssertEqual(out.count, 1)
+        let f = try XCTUnwrap(out.first)
+        XCTAssertEqual([f.width, f.height], [320, 180])
+        XCTAssertEqual(f.pts, 7)
+        XCTAssertEqual(luma(f, 2, 90), 16, "left bar is black")
+        XCTAssertEqual(luma(f, 317, 90), 16, "right bar is black")
+        XCTAssertEqual(Int(luma(f, 160, 90)), 200, accuracy: 2, "content in the middle")
+    }
+
+    func testOrientTurnsARightTaggedBufferClockwise() throws {
+        let h = try NodeHarness(type("orient"), inputs: [.video(width: 40, height: 20, pixelFormat: "yuv420p", frameRate: Rational(30, 1))])
+        // Stored luma grows with the column; shown turned 90° clockwise it grows down the rows.
+        try h.feed(TestMedia.videoFrame(width: 40, height: 20, orientation: .right) { x, _ in UInt8(x * 4) })
+        let f = try XCTUnwrap(h.emittedFrames().first)
+        XCTAssertEqual([f.width, f.height], [20, 40])
+        XCTAssertEqual(f.orientation, .up)
+        for (x, y) in [(0, 0), (19, 0), (5, 13), (19, 39)] { XCTAssertEqual(luma(f, x, y), UInt8(y * 4), "(\(x), \(y))") }
+    }
+
+    func testOrientPassesAnUprightFrameThroughUntouched() throws {
+        let h = try NodeHarness(type("orient"), inputs: [.video(width: 40, height: 20, pixelFormat: "yuv420p", frameRate: Rational(30, 1))])
+        let frame = try TestMedia.videoFrame(width: 40, height: 20)
+        try h.feed(frame)
+        XCTAssertEqual(h.emittedFrames().first?.plane(0), frame.plane(0), "same buffer, no copy")
+    }
+
+    func testPrivacySwapsInOnePreparedCard() throws {
+        let image = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("assets/privacy.png").path
+        let h = try NodeHarness(type("privacy"), options: "image: \(image), enabled: true",
+                                inputs: [.video(width: 640, height: 360, pixelFormat: "yuv420p", frameRate: Rational(30, 1))])
+        let a = try TestMedia.videoFrame(width: 640, height: 360, pts: 0), b = try TestMedia.videoFrame(width: 640, height: 360, pts: 1)
+        try h.feed(a)
+        try h.feed(b)
+        let out = h.emittedFrames()
+        XCTAssertEqual(out.map(\.pts), [0, 1])
+        XCTAssertNotEqual(out[0].plane(0), a.plane(0), "the picture is replaced")
+        XCTAssertEqual(out[0].plane(0), out[1].plane(0), "one card, swapped in by reference")
+        XCTAssertGreaterThan(luma(out[0], 290, 190), 200, "the lock of the card is bright")
+        try h.set("enabled", .bool(false))
+        let c = try TestMedia.videoFrame(width: 640, height: 360, pts: 2)
+        try h.feed(c)
+        XCTAssertEqual(h.emittedFrames().first?.plane(0), c.plane(0), "off: the frame passes")
+    }
+
+    func testFpsRepeatsTheLastFrameThroughAShortStall() throws {
+        let h = try NodeHarness(type("fps"), options: "rate: 30, hold: 2s",
+                                inputs: [.video(width: 16, height: 16, pixelFormat: "yuv420p", frameRate: Rational(30, 1))])
+        var fed: [Frame] = []
+        for pts in [0, 1, 2, 10] as [Int64] {
+            let f = try TestMedia.videoFrame(width: 16, height: 16, pts: pts)
+            fed.append(f)
+            try h.feed(f)
+        }
+        try h.endInput()
+        try h.finish()
+        let out = h.emittedFrames()
+        XCTAssertEqual(out.map(\.pts), Array(0...10))
+        for r in out[3..<10] { XCTAssertEqual(r.plane(0), fed[2].plane(0), "repeats are references to the last frame") }
+        XCTAssertEqual(out[10].plane(0), fed[3].plane(0))
+    }
+
+    func testMixerFillsALateInputWithSilence() throws {
+        let mono = StreamFormat.audio(sampleRate: 48000, channels: 1, sampleFormat: "fltp")
+        let h = try NodeHarness(type("mixer"), options: "rate: 48000, channels: 1", inputs: [mono, mono], inputNames: ["app", "mic"])
+        // The app plays from 0; the mic starts 0.1 s late.
+        for block in 0..<10 { try h.feed(TestMedia.tone(freq: 440, firstSample: Int64(block * 1024)), input: 0) }
+        for block in 0..<6 { try h.feed(TestMedia.tone(freq: 880, firstSample: 4800 + Int64(block * 1024)), input: 1) }
+        try h.endInput(0)
+        try h.endInput(1)
+        try h.finish()
+        let out = h.emittedFrames()
+        XCTAssertEqual(out.first?.pts, 0)
+        var next: Int64 = 0
+        var samples: [Float] = []
+        for f in out {
+            XCTAssertEqual(f.pts, next, "continuous output")
+            next += Int64(f.sampleCount)
+            f.plane(0)!.withMemoryRebound(to: Float.self, capacity: f.sampleCount) { samples += UnsafeBufferPointer(start: $0, count: f.sampleCount) }
+        }
+        XCTAssertGreaterThanOrEqual(samples.count, 10 * 1024)
+        let before = TestSupport.toneLevel(samples[0..<4800], freq: 880, rate: 48000)
+        let after = TestSupport.toneLevel(samples[4800..<9600], freq: 880, rate: 48000)
+        XCTAssertLessThan(before, 0.01, "no mic before it starts")
+        XCTAssertEqual(after, 0.25, accuracy: 0.03, "mic after its start")
+        XCTAssertEqual(TestSupport.toneLevel(samples[0..<4800], freq: 440, rate: 48000), 0.25, accuracy: 0.03)
+    }
+}
