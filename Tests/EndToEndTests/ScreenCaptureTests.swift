@@ -151,6 +151,33 @@ final class ScreenCaptureTests: XCTestCase {
         XCTAssertTrue(r.stderr.contains("'\(display.name)'") && r.stderr.contains("640x480"), r.stderr)
     }
 
+    /// The X server goes away mid-run: the run ends with the node's error (exit 1), and the file
+    /// written so far is finalized and plays. SIGINT on a healthy capture ends it cleanly (exit 0).
+    func testLostDisplayAndInterruptEndTheRunCleanly() throws {
+        let display = try VirtualDisplay(width: 640, height: 480)
+        addTeardownBlock { display.stop() }
+        let dir = CLI.scratch()
+        CLI.write("""
+        nodes:
+          grab:  {type: screen, display: "\(display.name)", region: "0,0,320x240"}
+          video: {type: h264, in: grab}
+          out:   {type: file, in: [video], path: out.mp4}
+        """, to: dir + "/lost.pipe")
+
+        let interrupted = try CLI.run(["run", "lost.pipe", "--set", "out.path=\(dir)/interrupted.mp4"], cwd: dir, interruptAfter: 2, timeout: 30)
+        XCTAssertEqual(interrupted.status, 0, interrupted.stderr)
+        XCTAssertGreaterThan(try CLI.videoFrameTimes(dir + "/interrupted.mp4").count, 30)
+
+        DispatchQueue.global().asyncAfter(deadline: .now() + 2) { display.stop() }
+        let started = Date()
+        let r = try CLI.run(["run", "lost.pipe"], cwd: dir, timeout: 30)
+        XCTAssertEqual(r.status, 1, r.stderr)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10)
+        XCTAssertTrue(r.stderr.contains("node 'grab'") && r.stderr.contains("lost X display '\(display.name)'"), r.stderr)
+        let frames = try CLI.videoFrameTimes(dir + "/out.mp4").count
+        XCTAssertGreaterThan(frames, 30, "what was captured before the display went away is kept")
+    }
+
     /// No X server there: exit 1 at once, naming the node and the display (no Xvfb needed).
     func testUnreachableDisplayIsAClearErrorWithoutHanging() throws {
         let dir = CLI.scratch()

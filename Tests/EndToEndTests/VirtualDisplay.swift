@@ -11,6 +11,7 @@ final class VirtualDisplay: @unchecked Sendable {
     var name: String { ":\(number)" }
     private let server: Process
     private var clients: [Process] = []
+    private let lock = NSLock()
 
     /// The Xvfb binary on PATH, or nil when it is not installed.
     static var xvfbPath: String? { which("Xvfb") }
@@ -73,7 +74,9 @@ final class VirtualDisplay: @unchecked Sendable {
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
+        lock.lock()
         clients.append(p)
+        lock.unlock()
         return p
     }
 
@@ -99,7 +102,10 @@ final class VirtualDisplay: @unchecked Sendable {
         return false
     }
 
+    /// Safe to call more than once, from any thread.
     func stop() {
+        lock.lock()
+        defer { lock.unlock() }
         for c in clients where c.isRunning {
             c.terminate()
             c.waitUntilExit()

@@ -22,6 +22,8 @@ public final class ScreenGrabber {
     private let context: UnsafeMutablePointer<AVFormatContext>
     private let packet: UnsafeMutablePointer<AVPacket>
     private var firstPts: Int64?
+    private let watch: DisplayWatch?
+    private var lastWatch = Date()
 
     private static let registered: Bool = {
         avdevice_register_all()
@@ -78,6 +80,7 @@ public final class ScreenGrabber {
         pixelFormat = AVPixelFormat(rawValue: par.pointee.format)
         timeBase = Rational(ctx.pointee.streams[0]!.pointee.time_base)
         packet = av_packet_alloc()!
+        watch = DisplayWatch(display: display)
     }
 
     deinit {
@@ -121,6 +124,10 @@ public final class ScreenGrabber {
             r = av_read_frame(context, packet)
         }
         if r < 0 { throw MediaError("lost X display '\(display)' while capturing: \(AVFailure.message(r))") }
+        if let watch, Date().timeIntervalSince(lastWatch) >= 1 {
+            lastWatch = Date()
+            if !watch.isAlive() { throw MediaError("lost X display '\(display)' while capturing: the X server does not answer any more") }
+        }
         try AVFailure.check(av_packet_make_refcounted(packet), "av_packet_make_refcounted")
         let need = av_image_get_buffer_size(pixelFormat, Int32(width), Int32(height), 1)
         guard need > 0, packet.pointee.size >= need, let buf = packet.pointee.buf else {
@@ -145,5 +152,53 @@ public final class ScreenGrabber {
         av.pointee.color_primaries = AVCOL_PRI_BT709
         av.pointee.color_trc = AVCOL_TRC_IEC61966_2_1
         return frame
+    }
+}
+
+/// Whether an X server still answers, on a second connection of its own. x11grab alone does not
+/// notice a server that went away when it has no pointer to draw: its shared-memory grab then
+/// keeps returning the last picture. libxcb is already in the process (x11grab is built on it),
+/// so its few functions are looked up at run time rather than linked.
+private final class DisplayWatch {
+    private typealias Connect = @convention(c) (UnsafePointer<CChar>?, UnsafeMutablePointer<Int32>?) -> OpaquePointer?
+    private typealias HasError = @convention(c) (OpaquePointer?) -> Int32
+    private typealias Disconnect = @convention(c) (OpaquePointer?) -> Void
+    /// `xcb_get_input_focus`: the cookie is a struct of one `unsigned int`, passed as one.
+    private typealias Request = @convention(c) (OpaquePointer?) -> UInt32
+    private typealias Reply = @convention(c) (OpaquePointer?, UInt32, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> UnsafeMutableRawPointer?
+
+    private let connection: OpaquePointer
+    private let hasError: HasError
+    private let disconnect: Disconnect
+    private let request: Request
+    private let reply: Reply
+
+    init?(display: String) {
+        guard let lib = dlopen("libxcb.so.1", RTLD_LAZY),
+              let c = dlsym(lib, "xcb_connect"), let h = dlsym(lib, "xcb_connection_has_error"),
+              let d = dlsym(lib, "xcb_disconnect"), let q = dlsym(lib, "xcb_get_input_focus"),
+              let r = dlsym(lib, "xcb_get_input_focus_reply") else { return nil }
+        hasError = unsafeBitCast(h, to: HasError.self)
+        disconnect = unsafeBitCast(d, to: Disconnect.self)
+        request = unsafeBitCast(q, to: Request.self)
+        reply = unsafeBitCast(r, to: Reply.self)
+        guard let conn = unsafeBitCast(c, to: Connect.self)(display, nil) else { return nil }
+        if hasError(conn) != 0 {
+            disconnect(conn)
+            return nil
+        }
+        connection = conn
+    }
+
+    deinit { disconnect(connection) }
+
+    /// One round trip to the server.
+    func isAlive() -> Bool {
+        if hasError(connection) != 0 { return false }
+        var error: UnsafeMutableRawPointer?
+        let answer = reply(connection, request(connection), &error)
+        free(answer)
+        free(error)
+        return answer != nil || (error != nil && hasError(connection) == 0)
     }
 }
