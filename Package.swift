@@ -1,12 +1,20 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+/// Plugins resolve AVGraph's symbols from the program that loads them, so there is one copy of
+/// each type (`as? Node.Type`, registries and metadata agree). The host exports its symbols...
+let hostExportsAVGraph: [LinkerSetting] = [.unsafeFlags(["-Xlinker", "--export-dynamic"])]
+/// ...and a plugin is linked without AVGraph's (and Yams') objects: scripts/link-plugin drops them.
+let pluginLink: [LinkerSetting] = [.unsafeFlags(["-use-ld=\(Context.packageDirectory)/scripts/link-plugin"])]
+
 let package = Package(
     name: "avgraph",
     products: [
         .library(name: "AVGraph", type: .dynamic, targets: ["AVGraph"]),
         .library(name: "AVGraphNodes", targets: ["AVGraphNodes"]),
         .executable(name: "avgraph", targets: ["avgraph"]),
+        // Example plugins: loadable node libraries (see docs/WRITING-NODES.md).
+        .library(name: "AVGraphWatermark", type: .dynamic, targets: ["AVGraphWatermark"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -22,10 +30,13 @@ let package = Package(
         .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg"]),
         .executableTarget(
             name: "avgraph",
-            dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            linkerSettings: hostExportsAVGraph
         ),
-        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "CFFmpeg"]),
+        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",
+                linkerSettings: pluginLink),
     ],
     swiftLanguageModes: [.v6]
 )
