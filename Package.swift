@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "avgraph", targets: ["avgraph"]),
         // Example plugins: loadable node libraries (see docs/WRITING-NODES.md).
         .library(name: "AVGraphWatermark", type: .dynamic, targets: ["AVGraphWatermark"]),
+        .library(name: "AVGraphDucker", type: .dynamic, targets: ["AVGraphDucker"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -36,6 +37,8 @@ let package = Package(
         .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",
+                linkerSettings: pluginLink),
+        .target(name: "AVGraphDucker", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/ducker/Sources",
                 linkerSettings: pluginLink),
     ],
     swiftLanguageModes: [.v6]
