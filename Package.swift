@@ -16,6 +16,11 @@ let package = Package(
         // Example plugins: loadable node libraries (see docs/WRITING-NODES.md).
         .library(name: "AVGraphWatermark", type: .dynamic, targets: ["AVGraphWatermark"]),
         .library(name: "AVGraphDucker", type: .dynamic, targets: ["AVGraphDucker"]),
+        // Broken plugins for the loader's tests (Tests/PluginFixtures).
+        .library(name: "FixtureNoEntry", type: .dynamic, targets: ["FixtureNoEntry"]),
+        .library(name: "FixtureWrongVersion", type: .dynamic, targets: ["FixtureWrongVersion"]),
+        .library(name: "FixtureThrows", type: .dynamic, targets: ["FixtureThrows"]),
+        .library(name: "FixtureClash", type: .dynamic, targets: ["FixtureClash"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -40,6 +45,12 @@ let package = Package(
                 linkerSettings: pluginLink),
         .target(name: "AVGraphDucker", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/ducker/Sources",
                 linkerSettings: pluginLink),
+        .target(name: "FixtureNoEntry", path: "Tests/PluginFixtures/NoEntry"),
+        .target(name: "FixtureWrongVersion", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/WrongVersion", linkerSettings: pluginLink),
+        .target(name: "FixtureThrows", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Throws", linkerSettings: pluginLink),
+        .target(name: "FixtureClash", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Clash", linkerSettings: pluginLink),
+        // Loads the plugins above as files (never links them: each would bring its own avgraph_plugin).
+        .testTarget(name: "PluginTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
     ],
     swiftLanguageModes: [.v6]
 )

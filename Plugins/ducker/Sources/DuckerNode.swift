@@ -50,6 +50,9 @@ public final class DuckerNode: Node, @unchecked Sendable {
     var keyEnded = false
     /// Stretches of media time [start, end) where the key was loud (hold not yet added), oldest first.
     var loud: [(start: Double, end: Double)] = []
+    /// End of the last complete key window, and whether it was loud.
+    var measuredUntil = -Double.infinity
+    var lastWindowLoud = false
     /// The key's current 10 ms window.
     var window: (start: Double, sum: Double, count: Int, length: Int)?
     /// Main frames waiting for the key to catch up (offline).
@@ -141,9 +144,11 @@ public final class DuckerNode: Node, @unchecked Sendable {
             if window!.count == window!.length {
                 let w = window!
                 let end = w.start + Double(w.length) / rate
-                if AudioSamples.dBFS(sqrt(w.sum / Double(w.count))) >= threshold {
+                lastWindowLoud = AudioSamples.dBFS(sqrt(w.sum / Double(w.count))) >= threshold
+                if lastWindowLoud {
                     if let last = loud.last, w.start - last.end < 0.001 { loud[loud.count - 1].end = end } else { loud.append((w.start, end)) }
                 }
+                measuredUntil = end
                 window = nil
             }
         }
@@ -152,6 +157,9 @@ public final class DuckerNode: Node, @unchecked Sendable {
 
     func speaking(at t: Double) -> Bool {
         while let first = loud.first, first.end + hold < t - 1 { loud.removeFirst() }
+        // Past the last measured window (the key's block is still being heard, or live main runs
+        // ahead of the key), the latest known state holds.
+        if t >= measuredUntil, lastWindowLoud, !keyEnded || t < keyHeard { return true }
         return loud.contains { $0.start <= t && t < $0.end + hold }
     }
 
