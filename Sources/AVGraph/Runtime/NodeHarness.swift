@@ -120,6 +120,31 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
         return samples
     }
 
+    /// Feeds several inputs' frames in media-time order, as the scheduler would deliver them
+    /// (frame `k` of `inputs[i]` goes to input `i`); `end` then ends every input and finishes.
+    public func feedByTime(_ inputs: [[Frame]], end: Bool = true) throws {
+        var next = [Int](repeating: 0, count: inputs.count)
+        while true {
+            var pick: Int?
+            for i in inputs.indices where next[i] < inputs[i].count {
+                if pick == nil || inputs[i][next[i]].seconds < inputs[pick!][next[pick!]].seconds { pick = i }
+            }
+            guard let i = pick else { break }
+            try feed(inputs[i][next[i]], input: i)
+            next[i] += 1
+        }
+        if end { try endAll() }
+    }
+
+    /// Runs a source node by hand until it ends (give it a `duration`) and returns its output
+    /// format and frames: test media from the real sources (`testsrc`, `tone`) without a pipeline.
+    public static func frames(from source: any Node.Type, options: String, limit: Int = 1_000_000) throws -> (format: StreamFormat, frames: [Frame]) {
+        let h = try NodeHarness(source, options: options)
+        var n = 0
+        while n < limit, try h.produce() { n += 1 }
+        return (h.outputFormats[0], h.emittedFrames())
+    }
+
     /// Feeds frames on input `input`, one by one.
     public func feed(_ frames: [Frame], input: Int = 0) throws { for f in frames { try feed(f, input: input) } }
 
