@@ -101,14 +101,8 @@ final class VideoNodeTests: XCTestCase {
     // MARK: testsrc + orient
 
     func testUprightSourcePassesThroughWithMarkerTopLeft() throws {
-        try run("""
-        nodes:
-          src: {type: testsrc, size: 120x260, rate: 10, duration: 0.5s}
-          raw: {type: collect, in: src, key: raw}
-          up: {type: orient, in: src}
-          out: {type: collect, in: up, key: out}
-        """)
-        let raw = frames("raw"), out = frames("out")
+        let (raw, h) = try harness("orient", "", after: "size: 120x260, rate: 10, duration: 0.5s")
+        let out = h.emittedFrames()
         XCTAssertEqual(out.count, 5)
         XCTAssertEqual(out.map(\.pts), [0, 1, 2, 3, 4])
         for (r, o) in zip(raw, out) {
@@ -121,18 +115,12 @@ final class VideoNodeTests: XCTestCase {
         }
         XCTAssertEqual(out[0].av.pointee.color_range, AVCOL_RANGE_MPEG)
         XCTAssertEqual(out[0].av.pointee.colorspace, AVCOL_SPC_BT709)
-        XCTAssertEqual(CollectedFrames.shared.format("out")?.sizeVaries, true)
+        XCTAssertEqual(h.outputFormats.first?.sizeVaries, true)
     }
 
     func testLeftTaggedBufferIsTurnedClockwise() throws {
-        try run("""
-        nodes:
-          src: {type: testsrc, size: 120x260, rate: 10, duration: 0.3s, orientation: left}
-          raw: {type: collect, in: src, key: raw}
-          up: {type: orient, in: src}
-          out: {type: collect, in: up, key: out}
-        """)
-        let raw = frames("raw"), out = frames("out")
+        let (raw, h) = try harness("orient", "", after: "size: 120x260, rate: 10, duration: 0.3s, orientation: left")
+        let out = h.emittedFrames()
         XCTAssertEqual(out.count, 3)
         for (r, o) in zip(raw, out) {
             XCTAssertEqual(r.orientation, .left)
@@ -149,19 +137,10 @@ final class VideoNodeTests: XCTestCase {
     }
 
     func testMirroredTagsAndScheduleComeOutUpright() throws {
-        try run("""
-        nodes:
-          src:
-            type: testsrc
-            size: 120x260
-            rate: 10
-            duration: 2s
-            format: yuv420p
+        let out = try harness("orient", "", after: """
+            size: 120x260, rate: 10, duration: 2s, format: yuv420p,
             orientation: [{at: 0s, value: left-mirrored}, {at: 0.5s, value: down}, {at: 1s, value: up-mirrored}, {at: 1.5s, value: right}]
-          up: {type: orient, in: src}
-          out: {type: collect, in: up, key: out}
-        """)
-        let out = frames("out")
+            """).harness.emittedFrames()
         XCTAssertEqual(out.count, 20)
         for o in out {
             let turned = (0..<5).contains(o.pts) || (15..<20).contains(o.pts)
