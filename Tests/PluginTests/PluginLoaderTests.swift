@@ -60,6 +60,18 @@ final class PluginLoaderTests: XCTestCase {
         assertRefused(try Plugins.watermark, into: registry, .duplicate(type: "watermark", first: "built-in"), mentions: "built-in")
     }
 
+    func testAFolderLoadsEveryLibraryInIt() throws {
+        let dir = Plugins.scratch()
+        try FileManager.default.createSymbolicLink(atPath: dir + "/libAVGraphWatermark.so", withDestinationPath: try Plugins.watermark)
+        try FileManager.default.createSymbolicLink(atPath: dir + "/libAVGraphDucker.so", withDestinationPath: try Plugins.ducker)
+        try "not a library".write(toFile: dir + "/README.md", atomically: true, encoding: .utf8)
+        let registry = BuiltinNodes.registry()
+        let added = try PluginLoader.load(dir, into: registry)
+        let names = added.map { $0.typeName }.sorted()
+        XCTAssertEqual(names, ["ducker", "watermark"])
+        XCTAssertEqual(PluginLoader.environmentPaths(["AVGRAPH_PLUGIN_PATH": "\(dir)::/x.so"]), [dir, "/x.so"])
+    }
+
     func testLoadingTheSameFileTwiceIsHarmless() throws {
         let registry = BuiltinNodes.registry()
         try PluginLoader.load(try Plugins.watermark, into: registry)

@@ -43,6 +43,22 @@ final class PluginTests: XCTestCase {
         XCTAssertTrue(try avgraph(["inspect", "ducker"], environment: ["AVGRAPH_PLUGIN_PATH": ducker]).out.contains("threshold"))
     }
 
+    func testCheckAndRunTakePluginsFromTheCommandLine() throws {
+        let dir = Plugins.scratch()
+        let pipe = dir + "/p.pipe"
+        try """
+        nodes:
+          screen: {type: testsrc, size: 64x64, duration: 0.5s}
+          mark:   {type: watermark, in: screen, text: HI}
+          out:    {type: null, in: mark}
+        """.write(toFile: pipe, atomically: true, encoding: .utf8)
+        let without = try avgraph(["check", pipe], expect: 1)
+        XCTAssertTrue(without.out.contains("unknown node type 'watermark'"), without.out)
+        XCTAssertTrue(try avgraph(["check", "--plugin", try Plugins.watermark, pipe]).out.contains("ok (3 nodes)"))
+        try avgraph(["run", "--plugin", try Plugins.watermark, pipe])
+        try avgraph(["run", pipe], environment: ["AVGRAPH_PLUGIN_PATH": try Plugins.watermark])
+    }
+
     func testABadPluginOnTheCommandLineIsAnErrorNamingIt() throws {
         let r = try avgraph(["inspect", "--plugin", try Plugins.library("FixtureNoEntry")], expect: 1)
         XCTAssertTrue(r.err.contains("libFixtureNoEntry.so") && r.err.contains("not a plugin"), r.err)
