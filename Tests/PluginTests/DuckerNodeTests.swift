@@ -59,6 +59,7 @@ final class DuckerNodeTests: XCTestCase {
             if i == app.count / 2 { try h.set("depth", .number(20)) }
             try h.feed(app[i], input: 0)
         }
+        XCTAssertEqual(h.events(named: "applied").map { $0["value"] as? Double }, [20])
         XCTAssertThrowsError(try h.set("depth", .number(200)), "out of range")
         XCTAssertThrowsError(try h.set("nonsense", .number(1)))
         let out = try h.emittedSamples()

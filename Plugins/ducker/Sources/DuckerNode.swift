@@ -61,6 +61,8 @@ public final class DuckerNode: Node, @unchecked Sendable {
     /// The current gain of main, in dB (0 ... -depth).
     var gainDB = 0.0
     var ducking = false
+    /// Live changes made since the last main frame, reported with that frame's media time.
+    var applied: [(option: String, value: Double)] = []
 
     public init(_ setup: NodeSetup) throws {
         threshold = setup.options.number("threshold") ?? -40
@@ -94,6 +96,7 @@ public final class DuckerNode: Node, @unchecked Sendable {
         case "release": release = v
         default: hold = v
         }
+        applied.append((option, v))
     }
 
     public func wantsInput(_ input: Int) -> Bool {
@@ -175,6 +178,8 @@ public final class DuckerNode: Node, @unchecked Sendable {
 
     /// Applies the gain curve to one main frame, in place.
     func duck(_ frame: Frame, _ out: Outlet) throws {
+        for change in applied { out.event("applied", ["option": change.option, "value": change.value, "media_time": frame.seconds]) }
+        applied.removeAll()
         let rate = Double(frame.sampleRate)
         let down = attack > 0 ? depth / (attack * rate) : .infinity
         let up = release > 0 ? depth / (release * rate) : .infinity
