@@ -32,7 +32,7 @@ struct AVGraphCommand: ParsableCommand {
     }
 }
 
-/// The built-in node set (plugins: `PluginOptions.registry()`).
+/// The built-in node set plus, later, plugins.
 func makeRegistry() -> NodeRegistry { BuiltinNodes.registry() }
 
 /// Parses `--set` arguments, refusing malformed ones as usage errors.
