@@ -37,3 +37,35 @@ public enum PlaneCopy {
         memcpy(frame.audioData(), src, byteCount)
     }
 }
+
+/// The zero-copy alternative: a frame whose planes are someone else's memory, kept alive by
+/// retaining `owner` (a pixel buffer object) until the last reference downstream is released.
+public enum BorrowedPicture {
+    final class Box { let owner: AnyObject; init(_ o: AnyObject) { owner = o } }
+
+    public static func frame(width: Int, height: Int, format: AVPixelFormat, planes: [PlaneCopy.Plane], owner: AnyObject,
+                             timeBase: Rational, orientation: Orientation) -> Frame? {
+        guard let av = av_frame_alloc() else { return nil }
+        let frame = Frame(owning: av, timeBase: timeBase, orientation: orientation)
+        av.pointee.width = Int32(width)
+        av.pointee.height = Int32(height)
+        av.pointee.format = format.rawValue
+        av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        let opaque = Unmanaged.passRetained(Box(owner)).toOpaque()
+        let first = UnsafeMutablePointer(mutating: planes[0].base.assumingMemoryBound(to: UInt8.self))
+        guard let buf = av_buffer_create(first, planes[0].stride * height, { opaque, _ in
+            if let opaque { Unmanaged<Box>.fromOpaque(opaque).release() }
+        }, opaque, Int32(AV_BUFFER_FLAG_READONLY)) else {
+            Unmanaged<Box>.fromOpaque(opaque).release()
+            return nil
+        }
+        av.pointee.buf.0 = buf
+        let data = frame.dataPointers, lines = frame.lineSizes
+        for (i, p) in planes.prefix(4).enumerated() {
+            data[i] = UnsafeMutablePointer(mutating: p.base.assumingMemoryBound(to: UInt8.self))
+            lines[i] = Int32(p.stride)
+        }
+        av.pointee.extended_data = data
+        return frame
+    }
+}

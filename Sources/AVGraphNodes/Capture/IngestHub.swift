@@ -50,35 +50,37 @@ final class IngestHub: @unchecked Sendable {
     private let poolLock = NSLock()
     private struct VideoKey: Hashable { var w: Int, h: Int, f: Int32 }
     private struct AudioKey: Hashable { var f: Int32, ch: Int, rate: Int }
-    private var videoPools: [VideoKey: (pool: VideoFramePool, layout: PixelLayout)] = [:]
+    private var videoPools: [VideoKey: (pool: BoundedFramePool, layout: PixelLayout)] = [:]
+    /// Pictures of one geometry that may be out at once: the queue plus what a graph holds between
+    /// the source and its first scaling (two live lanes, sized by bytes as the runtime sizes them,
+    /// and the pictures being worked on). Small pictures get more, full-size screens fewer.
+    let videoCapacity: Int
+    func picturesInFlight(bytes: Int) -> Int { videoCapacity + 2 * max(1, min(8, (6 << 20) / max(bytes, 1))) + 4 }
     private var audioPools: [AudioKey: AudioFramePool] = [:]
     private var taken = [0, 0, 0]
 
     init(videoCapacity: Int, audioCapacity: Double, policy: IngestDropPolicy) {
         queue = IngestQueue(videoCapacity: videoCapacity, audioCapacity: audioCapacity, policy: policy)
+        self.videoCapacity = videoCapacity
     }
 
-    /// Touches `count` pictures of the expected geometry now, so the first pushes copy into
-    /// memory that is already mapped (a page fault per 4 kB would cost a 4 MB picture ~1 ms).
-    func prewarm(width: Int, height: Int, format: PushPixelFormat, count: Int) {
-        guard let (pool, _) = try? videoPool(width: width, height: height, format: format.av) else { return }
-        var frames: [Frame] = []
-        for _ in 0..<count {
-            guard let f = try? pool.frame(timeBase: Rational(1, 1_000_000)) else { break }
-            if let p = f.plane(0) { memset(p, 0, pool.pictureSize) }
-            frames.append(f)
-        }
-        frames.removeAll()
+    /// Makes the pool for the expected geometry now: its buffers are allocated and touched here,
+    /// so pushes copy into memory that is already mapped (a page fault per 4 kB would cost a
+    /// 4 MB picture more than 1 ms). Another geometry gets its pool on its first push.
+    func prewarm(width: Int, height: Int, format: PushPixelFormat) {
+        _ = try? videoPool(width: width, height: height, format: format.av)
     }
 
-    private func videoPool(width: Int, height: Int, format: AVPixelFormat) throws -> (pool: VideoFramePool, layout: PixelLayout) {
+    private func videoPool(width: Int, height: Int, format: AVPixelFormat) throws -> (pool: BoundedFramePool, layout: PixelLayout) {
         let key = VideoKey(w: width, h: height, f: format.rawValue)
         poolLock.lock()
         defer { poolLock.unlock() }
         if let p = videoPools[key] { return p }
         guard let layout = PixelLayout(format) else { throw MediaError("unsupported pixel format") }
-        if videoPools.count >= 8 { videoPools.removeAll() }
-        let p = (try VideoFramePool(width: width, height: height, pixelFormat: format), layout)
+        // Buffers still downstream keep an old pool alive until they come back.
+        if videoPools.count >= 2 { videoPools.removeAll() }
+        let bytes = Int(av_image_get_buffer_size(format, Int32(width), Int32(height), 1))
+        let p = (try BoundedFramePool(width: width, height: height, pixelFormat: format, limit: picturesInFlight(bytes: bytes)), layout)
         videoPools[key] = p
         return p
     }
@@ -105,13 +107,36 @@ final class IngestHub: @unchecked Sendable {
         if let time, !time.isFinite { return .rejected }
         guard queue.hasRoomForVideo() else { queue.noteDropped(pad: 0); return .dropped }
         guard let (pool, layout) = try? videoPool(width: width, height: height, format: format.av),
-              let frame = try? pool.frame(timeBase: Rational(1, 1_000_000), orientation: orientation) else { return .dropped }
+              let frame = pool.frame(timeBase: Rational(1, 1_000_000), orientation: orientation) else {
+            queue.noteDropped(pad: 0)
+            return .dropped
+        }
         PlaneCopy.copyPicture(planes, into: frame, layout: layout)
         if format != .bgra {
             frame.tagBT709Limited()
             if fullRange { frame.av.pointee.color_range = AVCOL_RANGE_JPEG }
         }
         let item = IngestQueue.Item(pad: 0, frame: frame, sourceTime: time, arrival: Monotonic.now, session: session)
+        return queue.push(item) ? .taken : .dropped
+    }
+
+    /// Queues one picture without copying it: the frame borrows the producer's planes and keeps
+    /// `owner` alive until the pipeline lets go of the picture. Never waits.
+    func pushBorrowedVideo(format: PushPixelFormat, width: Int, height: Int, planes: [PlaneCopy.Plane], owner: AnyObject,
+                           time: Double?, orientation: Orientation, fullRange: Bool = false) -> PushResult {
+        let needed = format == .bgra ? 1 : format == .nv12 ? 2 : 3
+        guard width > 0, height > 0, width <= Self.maxDimension, height <= Self.maxDimension, planes.count >= needed else {
+            return .rejected
+        }
+        if format != .bgra && (width % 2 != 0 || height % 2 != 0) { return .rejected }
+        guard queue.hasRoomForVideo() else { queue.noteDropped(pad: 0); return .dropped }
+        guard let frame = BorrowedPicture.frame(width: width, height: height, format: format.av, planes: planes, owner: owner,
+                                                timeBase: Rational(1, 1_000_000), orientation: orientation) else { return .dropped }
+        if format != .bgra {
+            frame.tagBT709Limited()
+            if fullRange { frame.av.pointee.color_range = AVCOL_RANGE_JPEG }
+        }
+        let item = IngestQueue.Item(pad: 0, frame: frame, sourceTime: time, arrival: Monotonic.now, session: 0)
         return queue.push(item) ? .taken : .dropped
     }
 

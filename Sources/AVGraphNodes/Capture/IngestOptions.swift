@@ -39,7 +39,7 @@ enum IngestOptions {
         let hub = IngestHub(videoCapacity: o.int("buffer") ?? 4, audioCapacity: o.duration("audio-buffer") ?? 1,
                             policy: IngestDropPolicy(rawValue: o.string("drop") ?? "") ?? defaultDrop)
         if let size = o.size("size"), let format = PushPixelFormat.allCases.first(where: { $0.name == o.string("format") ?? "nv12" }) {
-            hub.prewarm(width: size.width, height: size.height, format: format, count: (o.int("buffer") ?? 4) + 2)
+            hub.prewarm(width: size.width, height: size.height, format: format)
         }
         return hub
     }

@@ -24,7 +24,8 @@ final class IngestQueue: @unchecked Sendable {
     }
 
     private let condition = NSCondition()
-    private var items: [Item] = []
+    /// Taken slots are set to nil at once: a consumed picture must go back to its pool now.
+    private var items: [Item?] = []
     private var head = 0
     private var videoQueued = 0
     private var audioQueued = 0.0
@@ -62,12 +63,12 @@ final class IngestQueue: @unchecked Sendable {
         if ended { condition.unlock(); return false }
         if item.pad == 0 {
             if videoQueued >= videoCapacity {
-                guard policy == .oldest, let i = items[head...].firstIndex(where: { $0.pad == 0 }) else {
+                guard policy == .oldest, let i = items[head...].firstIndex(where: { $0?.pad == 0 }) else {
                     droppedVideo += 1
                     condition.unlock()
                     return false
                 }
-                evicted = items.remove(at: i).frame
+                evicted = items.remove(at: i)?.frame
                 videoQueued -= 1
                 droppedVideo += 1
             }
@@ -118,7 +119,8 @@ final class IngestQueue: @unchecked Sendable {
     }
 
     private func take() -> Next {
-        let item = items[head]
+        let item = items[head]!
+        items[head] = nil
         head += 1
         if head > 64 && head * 2 > items.count {
             items.removeFirst(head)

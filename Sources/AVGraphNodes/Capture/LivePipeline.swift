@@ -114,6 +114,16 @@ public final class AppSource: @unchecked Sendable {
                       time: time, orientation: orientation, fullRange: fullRange)
     }
 
+    /// One NV12 picture without a copy: the pipeline reads the planes in place and keeps `owner`
+    /// (the object owning them, e.g. a retained pixel buffer) alive until it is done with them.
+    /// The planes must not change until then. Cheapest for full-size screens.
+    public func pushNV12(width: Int, height: Int, y: UnsafeRawPointer, yStride: Int, uv: UnsafeRawPointer, uvStride: Int,
+                         time: Double?, orientation: Orientation = .up, fullRange: Bool = false, owner: AnyObject) -> PushResult {
+        hub.pushBorrowedVideo(format: .nv12, width: width, height: height,
+                              planes: [PlaneCopy.Plane(base: y, stride: yStride), PlaneCopy.Plane(base: uv, stride: uvStride)],
+                              owner: owner, time: time, orientation: orientation, fullRange: fullRange)
+    }
+
     /// One BGRA picture (4 bytes a pixel, `stride` bytes a row).
     public func pushBGRA(width: Int, height: Int, data: UnsafeRawPointer, stride: Int, time: Double?,
                          orientation: Orientation = .up) -> PushResult {
