@@ -24,6 +24,7 @@ let package = Package(
             name: "avgraph",
             dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        .executableTarget(name: "PushExample", dependencies: ["AVGraph", "AVGraphNodes"], path: "Examples/PushExample"),
         .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"]),
         .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "CFFmpeg"]),
     ],
