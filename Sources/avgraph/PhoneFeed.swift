@@ -42,7 +42,8 @@ final class PhoneFeed {
         let decoder = try FileDecoder(path: o.media, audio: AudioShape(rate: rate, channels: 2, format: AV_SAMPLE_FMT_S16))
         try connect()
         start = Monotonic.now
-        var disconnected: TimeSpan?
+        var disconnects = o.disconnects.sorted { $0.at < $1.at }
+        var reconnectAt: Double?
         while let item = try decoder.next() {
             let t: Double
             switch item {
@@ -53,19 +54,19 @@ final class PhoneFeed {
             try sendMic(upTo: t)
             wait(until: t)
             // A dropped connection: nothing is sent in the span, then the producer comes back.
-            if let span = o.disconnects.first(where: { $0.contains(t) }) {
-                if disconnected == nil {
-                    disconnected = span
-                    close(fd)
-                    fd = -1
-                    Terminal.err("feed: disconnected at \(String(format: "%.1f", t)) s for \(span.length) s")
-                }
-                continue
-            }
-            if disconnected != nil {
-                disconnected = nil
+            if let r = reconnectAt {
+                if t < r { continue }
+                reconnectAt = nil
                 try connect()
                 Terminal.err("feed: reconnected at \(String(format: "%.1f", t)) s")
+            }
+            if let d = disconnects.first, t >= d.at {
+                disconnects.removeFirst()
+                close(fd)
+                fd = -1
+                reconnectAt = d.at + d.length
+                Terminal.err("feed: disconnected at \(String(format: "%.1f", t)) s for \(d.length) s")
+                continue
             }
             switch item {
             case .video(let frame, let time):

@@ -131,6 +131,18 @@ final class SocketIngestTests: XCTestCase {
         XCTAssertEqual((times.last ?? 0) - (times.first ?? 0), 12.2, accuracy: 0.6)
     }
 
+    func testFeedDisconnectAndReconnectContinuesTheTimeline() throws {
+        let dir = CLI.scratch()
+        let (run, socket) = try startRun(dir)
+        let producer = try feed([socket, Self.source, "--disconnect", "3s:2s", "--duration", "7s", "--orientation", "0s:right"])
+        producer.waitUntilExit()
+        XCTAssertEqual(producer.terminationStatus, 0)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let states = run.events.filter { $0["event"] as? String == "producer" }.compactMap { $0["state"] as? String }
+        XCTAssertEqual(states, ["connected", "disconnected", "connected", "ended", "disconnected"])
+        _ = try assertGapFree(dir + "/out.mp4", seconds: 7)
+    }
+
     func testRandomBytesDropTheConnectionAndAGoodProducerIsAcceptedAfter() throws {
         let dir = CLI.scratch()
         let (run, socket) = try startRun(dir)
