@@ -1,12 +1,26 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+/// Plugins resolve AVGraph's symbols from the program that loads them, so there is one copy of
+/// each type (`as? Node.Type`, registries and metadata agree). The host exports its symbols...
+let hostExportsAVGraph: [LinkerSetting] = [.unsafeFlags(["-Xlinker", "--export-dynamic"])]
+/// ...and a plugin is linked without AVGraph's (and Yams') objects: scripts/link-plugin drops them.
+let pluginLink: [LinkerSetting] = [.unsafeFlags(["-use-ld=\(Context.packageDirectory)/scripts/link-plugin"])]
+
 let package = Package(
     name: "avgraph",
     products: [
         .library(name: "AVGraph", type: .dynamic, targets: ["AVGraph"]),
         .library(name: "AVGraphNodes", targets: ["AVGraphNodes"]),
         .executable(name: "avgraph", targets: ["avgraph"]),
+        // Example plugins: loadable node libraries (see docs/WRITING-NODES.md).
+        .library(name: "AVGraphWatermark", type: .dynamic, targets: ["AVGraphWatermark"]),
+        .library(name: "AVGraphDucker", type: .dynamic, targets: ["AVGraphDucker"]),
+        // Broken plugins for the loader's tests (Tests/PluginFixtures).
+        .library(name: "FixtureNoEntry", type: .dynamic, targets: ["FixtureNoEntry"]),
+        .library(name: "FixtureWrongVersion", type: .dynamic, targets: ["FixtureWrongVersion"]),
+        .library(name: "FixtureThrows", type: .dynamic, targets: ["FixtureThrows"]),
+        .library(name: "FixtureClash", type: .dynamic, targets: ["FixtureClash"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -22,11 +36,22 @@ let package = Package(
         .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg"]),
         .executableTarget(
             name: "avgraph",
-            dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            linkerSettings: hostExportsAVGraph
         ),
         .executableTarget(name: "PushExample", dependencies: ["AVGraph", "AVGraphNodes"], path: "Examples/PushExample"),
-        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "CFFmpeg"]),
+        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",
+                linkerSettings: pluginLink),
+        .target(name: "AVGraphDucker", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/ducker/Sources",
+                linkerSettings: pluginLink),
+        .target(name: "FixtureNoEntry", path: "Tests/PluginFixtures/NoEntry"),
+        .target(name: "FixtureWrongVersion", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/WrongVersion", linkerSettings: pluginLink),
+        .target(name: "FixtureThrows", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Throws", linkerSettings: pluginLink),
+        .target(name: "FixtureClash", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Clash", linkerSettings: pluginLink),
+        // Loads the plugins above as files (never links them: each would bring its own avgraph_plugin).
+        .testTarget(name: "PluginTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -20,12 +20,14 @@ struct CheckCommand: ParsableCommand {
     @Option(name: .customLong("set"), help: "Override an option: NODE.OPTION=VALUE (repeatable).")
     var sets: [String] = []
 
+    @OptionGroup var pluginOptions: PluginOptions
+
     func validate() throws {
         if files.isEmpty { throw ValidationError("give at least one .pipe file") }
     }
 
     func run() throws {
-        let checker = Checker(registry: makeRegistry(), overrides: try parseOverrides(sets))
+        let checker = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets))
         var anyInvalid = false
         var printer = DiagnosticPrinter()
         var reports: [[String: Any]] = []

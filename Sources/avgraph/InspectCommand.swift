@@ -11,15 +11,18 @@ struct InspectCommand: ParsableCommand {
     @Argument(help: "A node type to describe.")
     var type: String?
 
+    @OptionGroup var pluginOptions: PluginOptions
+
     func run() throws {
-        let registry = makeRegistry()
+        let registry = try pluginOptions.registry()
         guard let type else {
             let width = registry.names.map(\.count).max() ?? 8
             for name in registry.names {
                 for t in registry.variants[name] ?? [] {
                     let role = t.inputs.isEmpty ? "source" : t.outputs.isEmpty ? "sink" : "filter"
                     let pad = name.padding(toLength: width + 2, withPad: " ", startingAt: 0)
-                    print("\(pad)\(role.padding(toLength: 8, withPad: " ", startingAt: 0))\(t.summary)")
+                    let origin = registry.origins[name].flatMap { $0 == "built-in" ? nil : " [plugin \($0)]" } ?? ""
+                    print("\(pad)\(role.padding(toLength: 8, withPad: " ", startingAt: 0))\(t.summary)\(origin)")
                 }
             }
             return

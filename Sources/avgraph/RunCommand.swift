@@ -20,6 +20,8 @@ struct RunCommand: ParsableCommand {
     @Option(name: .customLong("set"), help: "Override an option: NODE.OPTION=VALUE (repeatable).")
     var sets: [String] = []
 
+    @OptionGroup var pluginOptions: PluginOptions
+
     @Option(name: .long, help: "Write events to stdout, one JSON object a line.")
     var events: EventFormat?
 
@@ -40,7 +42,7 @@ struct RunCommand: ParsableCommand {
     }
 
     func run() throws {
-        var checked = Checker(registry: makeRegistry(), overrides: try parseOverrides(sets)).check(path: file)
+        var checked = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets)).check(path: file)
         if let duration, let d = ValueSyntax.duration(duration) { checked.settings.duration = d }
         var printer = DiagnosticPrinter()
         for d in checked.diagnostics { Terminal.err(printer.render(d, path: file)) }

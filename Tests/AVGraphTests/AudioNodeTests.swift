@@ -73,6 +73,16 @@ final class AudioNodeTests: XCTestCase {
         return box
     }
 
+    /// Unit tests run the node under test by hand in a `NodeHarness`, fed by real `tone` sources
+    /// run by hand too (no pipeline, no threads), in media-time order; returns what it emitted.
+    func harness(_ type: String, _ options: String, tones: [(name: String, options: String)]) throws -> [Frame] {
+        let registry = TestSupport.registry
+        let sources = try tones.map { try NodeHarness.frames(from: XCTUnwrap(registry["tone"]), options: $0.options) }
+        let h = try NodeHarness(XCTUnwrap(registry[type]), options: options, inputs: sources.map(\.format), inputNames: tones.map(\.name))
+        try h.feedByTime(sources.map(\.frames))
+        return h.emittedFrames()
+    }
+
     func frames(_ node: String) -> [Frame] { AudioCollectSink.store.get(node).compactMap(\.frame) }
 
     /// One channel of collected frames as floats (copies: test code only).
@@ -193,15 +203,8 @@ final class AudioNodeTests: XCTestCase {
     // MARK: mixer
 
     func testMixerAlignsLateMicWithoutShiftingApp() throws {
-        try run("""
-        duration: 2s
-        nodes:
-          app: {type: tone, freq: 440, rate: 44100, channels: 2}
-          mic: {type: tone, freq: 880, rate: 48000, start: 1s}
-          mix: {type: mixer, in: [app, mic], rate: 48000, channels: 2}
-          c: {type: collect, in: mix}
-        """)
-        let f = frames("c")
+        let f = try harness("mixer", "rate: 48000, channels: 2", tones: [
+            ("app", "freq: 440, rate: 44100, channels: 2, duration: 2s"), ("mic", "freq: 880, rate: 48000, start: 1s, duration: 2s")])
         XCTAssertEqual(assertContinuous(f), 0)
         XCTAssertTrue(f.dropLast().allSatisfy { $0.sampleCount == 1024 })
         XCTAssertEqual(Double(f.map(\.sampleCount).reduce(0, +)), 96000, accuracy: 64)
@@ -218,15 +221,8 @@ final class AudioNodeTests: XCTestCase {
     }
 
     func testMixerFillsGapsWithSilenceAndKeepsOtherInputInPlace() throws {
-        try run("""
-        duration: 1.5s
-        nodes:
-          app: {type: tone, freq: 440, gaps: [{at: 0.5s, for: 0.5s}]}
-          mic: {type: tone, freq: 880}
-          mix: {type: mixer, in: [app, mic]}
-          c: {type: collect, in: mix}
-        """)
-        let f = frames("c")
+        let f = try harness("mixer", "", tones: [
+            ("app", "freq: 440, gaps: [{at: 0.5s, for: 0.5s}], duration: 1.5s"), ("mic", "freq: 880, duration: 1.5s")])
         XCTAssertEqual(assertContinuous(f), 0)
         XCTAssertEqual(f.map(\.sampleCount).reduce(0, +), 72000)
         let x = samples(f)
@@ -239,15 +235,8 @@ final class AudioNodeTests: XCTestCase {
     }
 
     func testMixerGainAndMute() throws {
-        try run("""
-        duration: 0.5s
-        nodes:
-          a: {type: tone, freq: 440}
-          b: {type: tone, freq: 880}
-          mix: {type: mixer, in: [a, b], gain: {a: -6dB}, mute: {b: true}}
-          c: {type: collect, in: mix}
-        """)
-        let x = samples(frames("c"))
+        let x = samples(try harness("mixer", "gain: {a: -6dB}, mute: {b: true}", tones: [
+            ("a", "freq: 440, duration: 0.5s"), ("b", "freq: 880, duration: 0.5s")]))
         XCTAssertEqual(level(x, 440, rate: 48000, from: 0, to: 0.5), 0.251 * 0.501, accuracy: 0.004)
         XCTAssertLessThan(level(x, 880, rate: 48000, from: 0, to: 0.5), 0.001)
     }
@@ -295,15 +284,8 @@ final class AudioNodeTests: XCTestCase {
     }
 
     func testMixerNeverClips() throws {
-        try run("""
-        duration: 0.3s
-        nodes:
-          a: {type: tone, freq: 440, level: 0dB, format: fltp}
-          b: {type: tone, freq: 440, level: 0dB, format: fltp}
-          mix: {type: mixer, in: [a, b], channels: 1}
-          c: {type: collect, in: mix}
-        """)
-        let x = samples(frames("c"))
+        let x = samples(try harness("mixer", "channels: 1", tones: [
+            ("a", "freq: 440, level: 0dB, format: fltp, duration: 0.3s"), ("b", "freq: 440, level: 0dB, format: fltp, duration: 0.3s")]))
         XCTAssertGreaterThan(x.map(abs).max() ?? 0, 0.95)
         XCTAssertLessThan(x.map(abs).max() ?? 2, 1.0)
     }

@@ -69,6 +69,15 @@ final class VideoNodeTests: XCTestCase {
 
     func frames(_ key: String) -> [Frame] { CollectedFrames.shared.frames(key) }
 
+    /// Unit tests run the node under test by hand in a `NodeHarness`, fed by a real source run by
+    /// hand too (no pipeline, no threads): `testsrc` frames through `type`, what it emitted back.
+    func harness(_ type: String, _ options: String, after source: String, realtime: Bool = false) throws -> (source: [Frame], harness: NodeHarness) {
+        let src = try NodeHarness.frames(from: XCTUnwrap(Self.registry["testsrc"]), options: source)
+        let h = try NodeHarness(XCTUnwrap(Self.registry[type]), options: options, inputs: [src.format], realtime: realtime)
+        try h.feedByTime([src.frames])
+        return (src.frames, h)
+    }
+
     /// Mean luma of a rectangle of a frame's first plane.
     func luma(_ f: Frame, _ x: Int, _ y: Int, _ w: Int, _ h: Int) -> Double {
         let p = f.plane(0)!, ls = f.lineSize(0)
@@ -92,14 +101,8 @@ final class VideoNodeTests: XCTestCase {
     // MARK: testsrc + orient
 
     func testUprightSourcePassesThroughWithMarkerTopLeft() throws {
-        try run("""
-        nodes:
-          src: {type: testsrc, size: 120x260, rate: 10, duration: 0.5s}
-          raw: {type: collect, in: src, key: raw}
-          up: {type: orient, in: src}
-          out: {type: collect, in: up, key: out}
-        """)
-        let raw = frames("raw"), out = frames("out")
+        let (raw, h) = try harness("orient", "", after: "size: 120x260, rate: 10, duration: 0.5s")
+        let out = h.emittedFrames()
         XCTAssertEqual(out.count, 5)
         XCTAssertEqual(out.map(\.pts), [0, 1, 2, 3, 4])
         for (r, o) in zip(raw, out) {
@@ -112,18 +115,12 @@ final class VideoNodeTests: XCTestCase {
         }
         XCTAssertEqual(out[0].av.pointee.color_range, AVCOL_RANGE_MPEG)
         XCTAssertEqual(out[0].av.pointee.colorspace, AVCOL_SPC_BT709)
-        XCTAssertEqual(CollectedFrames.shared.format("out")?.sizeVaries, true)
+        XCTAssertEqual(h.outputFormats.first?.sizeVaries, true)
     }
 
     func testLeftTaggedBufferIsTurnedClockwise() throws {
-        try run("""
-        nodes:
-          src: {type: testsrc, size: 120x260, rate: 10, duration: 0.3s, orientation: left}
-          raw: {type: collect, in: src, key: raw}
-          up: {type: orient, in: src}
-          out: {type: collect, in: up, key: out}
-        """)
-        let raw = frames("raw"), out = frames("out")
+        let (raw, h) = try harness("orient", "", after: "size: 120x260, rate: 10, duration: 0.3s, orientation: left")
+        let out = h.emittedFrames()
         XCTAssertEqual(out.count, 3)
         for (r, o) in zip(raw, out) {
             XCTAssertEqual(r.orientation, .left)
@@ -140,19 +137,10 @@ final class VideoNodeTests: XCTestCase {
     }
 
     func testMirroredTagsAndScheduleComeOutUpright() throws {
-        try run("""
-        nodes:
-          src:
-            type: testsrc
-            size: 120x260
-            rate: 10
-            duration: 2s
-            format: yuv420p
+        let out = try harness("orient", "", after: """
+            size: 120x260, rate: 10, duration: 2s, format: yuv420p,
             orientation: [{at: 0s, value: left-mirrored}, {at: 0.5s, value: down}, {at: 1s, value: up-mirrored}, {at: 1.5s, value: right}]
-          up: {type: orient, in: src}
-          out: {type: collect, in: up, key: out}
-        """)
-        let out = frames("out")
+            """).harness.emittedFrames()
         XCTAssertEqual(out.count, 20)
         for o in out {
             let turned = (0..<5).contains(o.pts) || (15..<20).contains(o.pts)
@@ -200,15 +188,10 @@ final class VideoNodeTests: XCTestCase {
     // MARK: resize
 
     func testResizeFitsPortraitScreenIntoLandscapeWithBlackBars() throws {
-        try run("""
-        nodes:
-          src: {type: testsrc, duration: 0.1s}
-          fit: {type: resize, in: src, size: 1280x720, mode: fit}
-          out: {type: collect, in: fit, key: out}
-        """)
-        let out = frames("out")
+        let (_, h) = try harness("resize", "size: 1280x720, mode: fit", after: "duration: 0.1s")
+        let out = h.emittedFrames()
         XCTAssertEqual(out.count, 3)
-        XCTAssertEqual(CollectedFrames.shared.format("out")?.sizeVaries, false)
+        XCTAssertEqual(h.outputFormats.first?.sizeVaries, false)
         // 1170x2532 scaled to height 720 is 332 wide (even), centred at x = 474.
         for f in out {
             XCTAssertEqual([f.width, f.height], [1280, 720])
@@ -227,15 +210,9 @@ final class VideoNodeTests: XCTestCase {
     }
 
     func testResizeFillCropsAndStretchIgnoresAspect() throws {
-        try run("""
-        nodes:
-          src: {type: testsrc, size: 200x400, rate: 10, duration: 0.2s, format: yuv420p}
-          fill: {type: resize, in: src, size: 200x200, mode: fill, format: nv12}
-          stretch: {type: resize, in: src, size: 100x100, mode: stretch, quality: fast}
-          a: {type: collect, in: fill, key: fill}
-          b: {type: collect, in: stretch, key: stretch}
-        """)
-        let fill = frames("fill"), stretch = frames("stretch")
+        let source = "size: 200x400, rate: 10, duration: 0.2s, format: yuv420p"
+        let fill = try harness("resize", "size: 200x200, mode: fill, format: nv12", after: source).harness.emittedFrames()
+        let stretch = try harness("resize", "size: 100x100, mode: stretch, quality: fast", after: source).harness.emittedFrames()
         XCTAssertEqual(fill.count, 2)
         XCTAssertEqual(stretch.count, 2)
         // fill keeps the middle 200x200 of 200x400: the top corners (and the marker) are cropped away.
@@ -253,13 +230,8 @@ final class VideoNodeTests: XCTestCase {
     func testPrivacyScheduleSwapsInTheFittedCard() throws {
         let dir = TestSupport.scratch(name)
         try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=red:s=320x120", "-frames:v", "1", dir + "/card.png"])
-        try run("""
-        nodes:
-          src: {type: testsrc, size: 160x120, rate: 10, duration: 3s}
-          hide: {type: privacy, in: src, image: card.png, schedule: [{at: 1s, for: 1s}]}
-          out: {type: collect, in: hide, key: out}
-        """, in: dir)
-        let out = frames("out")
+        let out = try harness("privacy", "image: \(dir)/card.png, schedule: [{at: 1s, for: 1s}]",
+                              after: "size: 160x120, rate: 10, duration: 3s").harness.emittedFrames()
         XCTAssertEqual(out.count, 30)
         XCTAssertEqual(out.map(\.pts), Array(0..<30))
         // The 320x120 card fitted into 160x120: red (BT.709 limited luma 63) in a 160x60 band, black bars above and below.
@@ -312,15 +284,9 @@ final class VideoNodeTests: XCTestCase {
     // MARK: fps
 
     func fpsThroughStall(hold: String) throws -> [Frame] {
-        try run("""
-        nodes:
-          src: {type: testsrc, size: 64x64, rate: 30, duration: 3s, stalls: [{at: 1s, for: 1s}]}
-          raw: {type: collect, in: src, key: raw}
-          cfr: {type: fps, in: src, rate: 30, hold: \(hold)}
-          out: {type: collect, in: cfr, key: out}
-        """)
-        XCTAssertEqual(frames("raw").count, 60, "the source leaves out the stalled second")
-        return frames("out")
+        let (raw, h) = try harness("fps", "rate: 30, hold: \(hold)", after: "size: 64x64, rate: 30, duration: 3s, stalls: [{at: 1s, for: 1s}]")
+        XCTAssertEqual(raw.count, 60, "the source leaves out the stalled second")
+        return h.emittedFrames()
     }
 
     func testFpsRepeatsLastFrameThroughStallWithinHold() throws {
@@ -356,14 +322,8 @@ final class VideoNodeTests: XCTestCase {
     }
 
     func testFpsHalvesSixtyToThirty() throws {
-        try run("""
-        nodes:
-          src: {type: testsrc, size: 64x64, rate: 60, duration: 2s}
-          raw: {type: collect, in: src, key: raw}
-          cfr: {type: fps, in: src, rate: 30}
-          out: {type: collect, in: cfr, key: out}
-        """)
-        let raw = frames("raw"), out = frames("out")
+        let (raw, h) = try harness("fps", "rate: 30", after: "size: 64x64, rate: 60, duration: 2s")
+        let out = h.emittedFrames()
         XCTAssertEqual(raw.count, 120)
         XCTAssertEqual(out.map(\.pts), Array(0..<60))
         XCTAssertEqual(out[0].timeBase, Rational(1, 30))

@@ -39,15 +39,26 @@ private struct Pass {
     var broken: Set<String> = []
     var rawNodes: [(name: String, location: SourceLocation, body: PipeValue)] = []
     var inValues: [String: PipeValue] = [:]
+    /// The checker's node types plus this file's `plugins:` (loaded into a copy, so one file's
+    /// plugins never leak into the next file checked).
+    var registry: NodeRegistry
 
     init(checker: Checker, file: String, result: CheckedPipeline) {
         self.checker = checker
+        self.registry = checker.registry
         self.file = file
         self.result = result
     }
 
     mutating func error(_ at: SourceLocation, _ message: String, hint: String? = nil) {
         result.diagnostics.append(.error(at, message, hint: hint))
+    }
+
+    mutating func loadPlugin(_ path: String, at location: SourceLocation) {
+        if registry === checker.registry { registry = checker.registry.copy() }
+        do { try PluginLoader.load(path, into: registry) } catch {
+            self.error(location, error.message, hint: error.reason == .notFound ? "plugin paths are relative to the .pipe file" : nil)
+        }
     }
 
     mutating func warning(_ at: SourceLocation, _ message: String, hint: String? = nil) {
@@ -82,7 +93,11 @@ private struct Pass {
             case "plugins":
                 if let list = e.value.list {
                     for item in list {
-                        if let s = item.scalar { result.settings.plugins.append(PathResolver.resolve(s, relativeTo: result.baseDirectory)) } else { error(item.location, "a plugin must be a path, got \(item.shown)") }
+                        if let s = item.scalar {
+                            let path = PathResolver.resolve(s, relativeTo: result.baseDirectory)
+                            result.settings.plugins.append(path)
+                            loadPlugin(path, at: item.location)
+                        } else { error(item.location, "a plugin must be a path, got \(item.shown)") }
                     }
                 } else { error(e.value.location, "'plugins' must be a list of paths, got \(e.value.shown)") }
             default:
@@ -141,9 +156,9 @@ private struct Pass {
             return
         }
         guard let typeName = typeEntry.value.scalar,
-              let type = checker.registry.resolve(typeName, hasInputs: body.contains { $0.key == "in" }) else {
+              let type = registry.resolve(typeName, hasInputs: body.contains { $0.key == "in" }) else {
             error(typeEntry.value.location, "unknown node type \(typeEntry.value.shown)",
-                  hint: Suggest.hint(for: typeEntry.value.scalar ?? "", in: checker.registry.names) ?? "`avgraph inspect` lists the node types")
+                  hint: Suggest.hint(for: typeEntry.value.scalar ?? "", in: registry.names) ?? "`avgraph inspect` lists the node types")
             broken.insert(name)
             return
         }

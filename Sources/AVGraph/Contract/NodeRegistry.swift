@@ -37,6 +37,17 @@ public final class NodeRegistry: @unchecked Sendable {
         return v.first { $0.inputs.isEmpty != hasInputs } ?? v.first
     }
 
+    /// A registry of its own with the same types and origins (a `.pipe`'s plugins go into a copy).
+    public func copy() -> NodeRegistry {
+        let r = NodeRegistry()
+        r.variants = variants
+        r.origins = origins
+        return r
+    }
+
+    /// Where the type `name` came from: `built-in` or a plugin file's path.
+    public func origin(of name: String) -> String? { origins[name] }
+
     public subscript(_ name: String) -> (any Node.Type)? { variants[name]?.first }
     public var names: [String] { variants.keys.sorted() }
 }

@@ -23,7 +23,10 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
     private let eventLock = NSLock()
 
     /// `options` is the node's body in `.pipe` syntax (`"size: 320x240, mode: fit"`); defaults fill the rest.
+    /// Input connection `i` has format `inputs[i]`, comes from upstream `inputNames[i]` (default `in<i>`) and
+    /// arrives on pad `pads[i]` (default: the first pad taking its kind), as `in: {main: app, key: mic}` would.
     public init(_ type: any Node.Type, options: String = "", inputs: [StreamFormat] = [], inputNames: [String]? = nil,
+                pads inputPads: [String]? = nil,
                 realtime: Bool = false, baseDirectory: String = FileManager.default.currentDirectoryPath) throws {
         let registry = NodeRegistry()
         try registry.register(type)
@@ -45,7 +48,11 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
         }
         for e in entries where type.option(e.key) == nil { throw MediaError("\(type.typeName) has no option '\(e.key)'") }
         let pads = type.inputs
+        if let inputPads {
+            for p in inputPads where !pads.contains(where: { $0.name == p }) { throw MediaError("\(type.typeName) has no input pad '\(p)'") }
+        }
         let connected = inputs.enumerated().map { i, f -> Negotiation.Input in
+            if let inputPads, i < inputPads.count { return Negotiation.Input(pad: inputPads[i], from: names[i], format: f) }
             let pad = pads.first { $0.kinds.contains(f.kind) } ?? pads.first
             return Negotiation.Input(pad: pad?.name ?? "in", from: names[i], format: f)
         }
@@ -98,6 +105,63 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
     }
 
     public func emittedFrames(_ output: Int = 0) -> [Frame] { emitted(output).compactMap(\.frame) }
+
+    /// Takes the audio emitted on `output` so far as one array of samples of `channel`, in -1...1
+    /// (any sample format), checking on the way that the blocks follow each other without gaps.
+    public func emittedSamples(_ output: Int = 0, channel: Int = 0) throws -> [Double] {
+        var samples: [Double] = []
+        var next: Int64?
+        for f in emittedFrames(output) {
+            if let next, f.pts != next { throw MediaError("audio not continuous: block at \(f.pts), expected \(next)") }
+            next = f.pts + Int64(f.sampleCount)
+            let a = AudioSamples(f)
+            for i in 0..<a.count { samples.append(a.value(channel: channel, index: i)) }
+        }
+        return samples
+    }
+
+    /// Feeds several inputs' frames in media-time order, as the scheduler would deliver them
+    /// (frame `k` of `inputs[i]` goes to input `i`); `end` then ends every input and finishes.
+    public func feedByTime(_ inputs: [[Frame]], end: Bool = true) throws {
+        var next = [Int](repeating: 0, count: inputs.count)
+        while true {
+            var pick: Int?
+            for i in inputs.indices where next[i] < inputs[i].count {
+                if pick == nil || inputs[i][next[i]].seconds < inputs[pick!][next[pick!]].seconds { pick = i }
+            }
+            guard let i = pick else { break }
+            try feed(inputs[i][next[i]], input: i)
+            next[i] += 1
+        }
+        if end { try endAll() }
+    }
+
+    /// Runs a source node by hand until it ends (give it a `duration`) and returns its output
+    /// format and frames: test media from the real sources (`testsrc`, `tone`) without a pipeline.
+    public static func frames(from source: any Node.Type, options: String, limit: Int = 1_000_000) throws -> (format: StreamFormat, frames: [Frame]) {
+        let h = try NodeHarness(source, options: options)
+        var n = 0
+        while n < limit, try h.produce() { n += 1 }
+        return (h.outputFormats[0], h.emittedFrames())
+    }
+
+    /// Feeds frames on input `input`, one by one.
+    public func feed(_ frames: [Frame], input: Int = 0) throws { for f in frames { try feed(f, input: input) } }
+
+    /// Ends every input, then finishes the node (the end of a run).
+    public func endAll() throws {
+        for i in setup.inputs.indices { try endInput(i) }
+        try finish()
+    }
+
+    /// The events the node emitted with this name, as decoded JSON objects.
+    public func events(named name: String) -> [[String: Any]] {
+        eventLock.lock(); let lines = eventLines; eventLock.unlock()
+        return lines.compactMap { line in
+            guard let o = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else { return nil }
+            return (o["event"] as? String) == name ? o : nil
+        }
+    }
     public func emittedPackets(_ output: Int = 0) -> [Packet] { emitted(output).compactMap(\.packet) }
 
     func waitUntil(mediaTime t: Double) {}

@@ -54,4 +54,20 @@ public enum TestMedia {
         }
         return f
     }
+
+    /// `seconds` of a tone at `dBFS` (peak) cut into blocks of `block` samples, starting at `start` seconds.
+    public static func toneBlocks(freq: Double, dBFS: Double, seconds: Double, start: Double = 0, rate: Int = 48000,
+                                  channels: Int = 1, block: Int = 1024) throws -> [Frame] {
+        let amplitude = dBFS <= -200 ? 0 : pow(10, dBFS / 20)
+        let first = Int64((start * Double(rate)).rounded()), total = Int((seconds * Double(rate)).rounded())
+        return try stride(from: 0, to: total, by: block).map { i in
+            try tone(freq: freq, amplitude: amplitude, rate: rate, channels: channels, firstSample: first + Int64(i), count: min(block, total - i))
+        }
+    }
+
+    /// RMS level in dBFS of `samples` (silence gives -120).
+    public static func dBFS<C: Collection>(_ samples: C) -> Double where C.Element == Double {
+        guard !samples.isEmpty else { return -120 }
+        return AudioSamples.dBFS(sqrt(samples.reduce(0) { $0 + $1 * $1 } / Double(samples.count)))
+    }
 }

@@ -50,7 +50,7 @@ public final class MeterNode: Node, @unchecked Sendable {
             peaks = Array(repeating: 0, count: channels)
             counted = 0
         }
-        let reader = SampleReader(frame)
+        let reader = AudioSamples(frame)
         var i = 0
         while i < frame.sampleCount {
             if windowStart == nil { windowStart = frame.pts == avg_nopts() ? 0 : frame.seconds + Double(i) / rate }
@@ -77,35 +77,6 @@ public final class MeterNode: Node, @unchecked Sendable {
                 counted = 0
                 windowStart = nil
             }
-        }
-    }
-}
-
-/// Reads any FFmpeg sample format as a Double in -1...1.
-struct SampleReader {
-    let frame: Frame
-    let format: AVSampleFormat
-    let planar: Bool
-    let channels: Int
-
-    init(_ frame: Frame) {
-        self.frame = frame
-        format = av_get_packed_sample_fmt(frame.sampleFormat)
-        planar = frame.isPlanarAudio
-        channels = frame.channels
-    }
-
-    func value(channel c: Int, index i: Int) -> Double {
-        let p = frame.audioData(planar ? c : 0)
-        let k = planar ? i : i * channels + c
-        switch format {
-        case AV_SAMPLE_FMT_U8: return (Double(p.load(fromByteOffset: k, as: UInt8.self)) - 128) / 128
-        case AV_SAMPLE_FMT_S16: return Double(p.assumingMemoryBound(to: Int16.self)[k]) / 32768
-        case AV_SAMPLE_FMT_S32: return Double(p.assumingMemoryBound(to: Int32.self)[k]) / 2_147_483_648
-        case AV_SAMPLE_FMT_S64: return Double(p.assumingMemoryBound(to: Int64.self)[k]) / 9.223372036854775808e18
-        case AV_SAMPLE_FMT_FLT: return Double(p.assumingMemoryBound(to: Float.self)[k])
-        case AV_SAMPLE_FMT_DBL: return p.assumingMemoryBound(to: Double.self)[k]
-        default: return 0
         }
     }
 }

@@ -1,0 +1,94 @@
+import AVGraph
+import CFFmpeg
+
+/// Draws a PNG (or a line of text) at a corner of every picture.
+///
+/// The mark is prepared once per picture width (scaled, turned into BT.709 limited Y/Cb/Cr plus
+/// alpha); each frame then gets one alpha blend over the mark's rectangle, in place (FFmpeg's
+/// copy-on-write copies first only if another node still holds the same buffer).
+public final class WatermarkNode: Node, @unchecked Sendable {
+    public static let typeName = "watermark"
+    public static let summary = "draws a PNG or a line of text at a corner of the picture"
+    public static let inputs = [PadSpec("video", [.rawVideo], doc: "yuv420p or nv12 pictures")]
+    public static let outputs = [PadSpec("video", [.rawVideo], doc: "the same pictures with the mark drawn in")]
+    public static let corners = ["top-left", "top-right", "bottom-left", "bottom-right"]
+    public static let options: [OptionSpec] = [
+        OptionSpec("image", .path(mustExist: true), doc: "a PNG (with alpha) or any picture FFmpeg decodes; or give 'text'"),
+        OptionSpec("text", .string, doc: "a line of text (A-Z, 0-9 and common signs; lower case is drawn as upper case)"),
+        OptionSpec("corner", .choice(corners), default: "bottom-right", live: true, doc: "where the mark sits"),
+        OptionSpec("opacity", .number(0...1), default: "0.8", live: true, doc: "0 hides the mark, 1 draws it fully opaque"),
+        OptionSpec("margin", .int(0...1000), default: "16", doc: "distance from the picture's edges, in pixels"),
+        OptionSpec("scale", .number(0.01...1), default: "0.2",
+                   doc: "the mark's width as a share of the picture's width (image); for text, glyph height as a share of the picture's height / 2"),
+    ]
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
+        guard ["yuv420p", "nv12"].contains(input.pixelFormat) else {
+            throw NegotiationError("watermark draws into yuv420p or nv12 pictures, got \(input.pixelFormat)",
+                                   hint: "put a resize (format: yuv420p) before it")
+        }
+        let image = n.path("image"), text = n.options.string("text")
+        switch (image, text) {
+        case (nil, nil): throw NegotiationError("give 'image' or 'text'", hint: "image: logo.png, or text: LIVE")
+        case (.some, .some): throw NegotiationError("give 'image' or 'text', not both", option: "text")
+        case (let path?, nil):
+            do { _ = try ImageLoader.load(path) } catch {
+                throw NegotiationError("cannot read image '\(n.options.string("image") ?? path)': \(error)", option: "image")
+            }
+        case (nil, let t?):
+            if t.isEmpty { throw NegotiationError("'text' is empty", option: "text") }
+        }
+        return [input]
+    }
+
+    let source: WatermarkMark.Source
+    let margin: Int
+    let scale: Double
+    var corner: String
+    var opacity: Double
+    var pending: [String: OptionValue] = [:]
+    var mark: WatermarkMark?
+
+    public init(_ setup: NodeSetup) throws {
+        if let path = setup.path("image") {
+            source = .image(try ImageLoader.load(path))
+        } else {
+            source = .text(setup.options.string("text") ?? "")
+        }
+        margin = setup.options.int("margin") ?? 16
+        scale = setup.options.number("scale") ?? 0.2
+        corner = setup.options.string("corner") ?? "bottom-right"
+        opacity = setup.options.number("opacity") ?? 0.8
+    }
+
+    public func set(option: String, to value: OptionValue) throws {
+        switch (option, value) {
+        case ("corner", .string(let c)) where Self.corners.contains(c): pending[option] = value
+        case ("opacity", .number(let o)) where (0...1).contains(o): pending[option] = value
+        case ("opacity", .int(let o)) where (0...1).contains(o): pending[option] = .number(Double(o))
+        case ("corner", _), ("opacity", _): throw MediaError("bad value for '\(option)'")
+        default: throw MediaError("option '\(option)' cannot be changed while running")
+        }
+    }
+
+    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        guard let frame = buffer.frame else { return }
+        for (option, value) in pending.sorted(by: { $0.key < $1.key }) {
+            switch value {
+            case .string(let c): corner = c; out.event("applied", ["option": option, "value": c, "media_time": frame.seconds])
+            case .number(let o): opacity = o; out.event("applied", ["option": option, "value": o, "media_time": frame.seconds])
+            default: break
+            }
+        }
+        pending.removeAll()
+        if opacity > 0 {
+            if mark == nil || mark!.forWidth != frame.width || mark!.forHeight != frame.height {
+                mark = try WatermarkMark(source, pictureWidth: frame.width, pictureHeight: frame.height, scale: scale)
+            }
+            try frame.makeWritable()
+            mark!.draw(into: frame, corner: corner, margin: margin, opacity: opacity)
+        }
+        out.emit(frame)
+    }
+}
