@@ -52,9 +52,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
             lastWarning = out.clock
             out.event("listening", ["path": receiver.path])
         }
-        for note in receiver.takeNotes() {
-            if note.warning { out.warning(note.message, note.fields) } else { out.event("producer", note.fields.merging(["message": note.message]) { a, _ in a }) }
-        }
+        report(out)
         if let duration, out.clock >= duration { return false }
         switch hub.queue.next(timeout: 0.05) {
         case .item(let item): try emitter.emit(item, out)
@@ -70,8 +68,15 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         return !out.reachedEnd
     }
 
+    private func report(_ out: Outlet) {
+        for note in receiver.takeNotes() {
+            if note.warning { out.warning(note.message, note.fields) } else { out.event("producer", note.fields.merging(["message": note.message]) { a, _ in a }) }
+        }
+    }
+
     public func finish(_ out: Outlet) throws {
         receiver.stop()
+        report(out)
         hub.finish()
         emitter.reportDrops(out)
     }
