@@ -179,6 +179,55 @@ final class AppSourceTests: XCTestCase {
         XCTAssertLessThan(full.maxCPU, 0.010, "a copying push took more than 10 ms of CPU")
     }
 
+    /// BGRA pictures of another size than expected, big-endian app audio, and buffers that must
+    /// be refused.
+    func testBGRAAndBigEndianAudioAndRejectedBuffers() throws {
+        let dir = TestSupport.scratch()
+        try """
+        nodes:
+          phone: {type: app, size: 720x1280}
+          fit:   {type: resize, in: phone.video, size: 320x240}
+          video: {type: h264, in: fit, preset: ultrafast, queue: {size: 90}}
+          audio: {type: aac, in: phone.audio}
+          out:   {type: file, in: [video, audio], path: out.mp4, overwrite: true}
+        """.write(toFile: dir + "/app.pipe", atomically: true, encoding: .utf8)
+        let live = try LivePipeline(path: dir + "/app.pipe", registry: TestSupport.registry)
+        live.start()
+        let phone = try XCTUnwrap(live.appSource(named: "phone"))
+        var bgra = [UInt8](repeating: 0, count: 160 * 120 * 4)
+        for i in stride(from: 0, to: bgra.count, by: 4) { bgra[i] = 0; bgra[i + 1] = 0; bgra[i + 2] = 255; bgra[i + 3] = 255 }  // red
+        var pcm = [Int16](repeating: 0, count: 1024)
+        let y = [UInt8](repeating: 0, count: 64)
+        XCTAssertEqual(y.withUnsafeBytes { phone.pushNV12(width: 7, height: 8, y: $0.baseAddress!, yStride: 7, uv: $0.baseAddress!, uvStride: 8, time: 0) }, .rejected)
+        XCTAssertEqual(y.withUnsafeBytes { phone.pushBGRA(width: 0, height: 8, data: $0.baseAddress!, stride: 0, time: 0) }, .rejected)
+        XCTAssertEqual(y.withUnsafeBytes { phone.pushAudio(UnsafeRawBufferPointer(rebasing: $0[0..<3]), rate: 48000, channels: 1, time: 0) }, .rejected)
+        XCTAssertEqual(y.withUnsafeBytes { phone.pushAudio($0, rate: 1000, channels: 1, time: 0) }, .rejected)
+        let start = Date()
+        var block = 0
+        for frame in 0..<60 {
+            let t = Double(frame) / 30
+            let wait = t - Date().timeIntervalSince(start)
+            if wait > 0 { usleep(UInt32(wait * 1e6)) }
+            XCTAssertEqual(bgra.withUnsafeBytes { phone.pushBGRA(width: 160, height: 120, data: $0.baseAddress!, stride: 640, time: t) }, .taken)
+            while Double(block) * 1024 / 48000 < t + 1.0 / 30 {
+                for k in 0..<1024 { pcm[k] = Int16(8000 * sin(2 * Double.pi * 440 * Double(block * 1024 + k) / 48000)).bigEndian }
+                XCTAssertEqual(pcm.withUnsafeBytes { phone.pushAudio($0, format: .s16, rate: 48000, channels: 1, bigEndian: true,
+                                                                     time: Double(block) * 1024 / 48000) }, .taken)
+                block += 1
+            }
+        }
+        phone.finish()
+        try live.wait()
+        XCTAssertEqual(phone.pushBGRA(width: 160, height: 120, data: bgra, stride: 640, time: 3), .dropped, "a finished source drops")
+        let frames = try TestSupport.decodeGray(dir + "/out.mp4", width: 320, height: 240)
+        XCTAssertGreaterThan(frames.count, 50)
+        // Red in BT.709 limited range is luma 63 (full-range gray ~54): not black, not white.
+        let luma = Double(frames[30][120 * 320 + 160])
+        XCTAssertEqual(luma, 54, accuracy: 12, "BGRA red came out as luma \(luma)")
+        let samples = try TestSupport.decodeAudio(dir + "/out.mp4", rate: 48000)
+        XCTAssertGreaterThan(TestSupport.toneLevel(samples[24000..<72000], freq: 440, rate: 48000), 0.15, "big-endian audio garbled")
+    }
+
     enum Graph { case full, light }
 
     @discardableResult

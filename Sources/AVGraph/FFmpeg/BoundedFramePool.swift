@@ -5,6 +5,7 @@ import Foundation
 /// allocated and touched up front: taking one never allocates or faults a page, and when every
 /// buffer is still downstream `frame` returns nil instead of growing (the caller drops). Made
 /// for ingest paths that must not wait (an app's capture callback).
+/// Without `prewarm`, buffers are allocated on first use (up to `limit`).
 public final class BoundedFramePool: @unchecked Sendable {
     /// Counts buffers handed out by the allocator; shared with FFmpeg's callbacks.
     final class Budget: @unchecked Sendable {
@@ -29,7 +30,8 @@ public final class BoundedFramePool: @unchecked Sendable {
     private let alignment = 32
     private var pool: OpaquePointer?
 
-    public init(width: Int, height: Int, pixelFormat: AVPixelFormat, limit: Int) throws {
+    /// `prewarm`: allocate and touch every buffer now (slow: for setup, not for a push path).
+    public init(width: Int, height: Int, pixelFormat: AVPixelFormat, limit: Int, prewarm: Bool = true) throws {
         guard width > 0, height > 0 else { throw MediaError("picture size \(width)x\(height) is empty") }
         self.width = width
         self.height = height
@@ -48,7 +50,7 @@ public final class BoundedFramePool: @unchecked Sendable {
         guard pool != nil else { throw MediaError("av_buffer_pool_init2 failed") }
         // Allocate and touch every buffer now, then hand them back to the pool.
         var held: [UnsafeMutablePointer<AVBufferRef>?] = []
-        for _ in 0..<limit {
+        for _ in 0..<(prewarm ? limit : 0) {
             guard let b = av_buffer_pool_get(pool) else { break }
             memset(b.pointee.data, 0, Int(size))
             held.append(b)

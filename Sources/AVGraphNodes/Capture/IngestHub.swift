@@ -57,6 +57,7 @@ final class IngestHub: @unchecked Sendable {
     let videoCapacity: Int
     func picturesInFlight(bytes: Int) -> Int { videoCapacity + 2 * max(1, min(8, (6 << 20) / max(bytes, 1))) + 4 }
     private var audioPools: [AudioKey: AudioFramePool] = [:]
+    private var firstKey: VideoKey?
     private var taken = [0, 0, 0]
 
     init(videoCapacity: Int, audioCapacity: Double, policy: IngestDropPolicy) {
@@ -68,19 +69,24 @@ final class IngestHub: @unchecked Sendable {
     /// so pushes copy into memory that is already mapped (a page fault per 4 kB would cost a
     /// 4 MB picture more than 1 ms). Another geometry gets its pool on its first push.
     func prewarm(width: Int, height: Int, format: PushPixelFormat) {
-        _ = try? videoPool(width: width, height: height, format: format.av)
+        _ = try? videoPool(width: width, height: height, format: format.av, prewarm: true)
     }
 
-    private func videoPool(width: Int, height: Int, format: AVPixelFormat) throws -> (pool: BoundedFramePool, layout: PixelLayout) {
+    /// The pool for a geometry; one made on a push is not touched up front (that would take
+    /// milliseconds inside the push): its first pictures fault their pages instead.
+    private func videoPool(width: Int, height: Int, format: AVPixelFormat, prewarm: Bool = false) throws -> (pool: BoundedFramePool, layout: PixelLayout) {
         let key = VideoKey(w: width, h: height, f: format.rawValue)
         poolLock.lock()
         defer { poolLock.unlock() }
         if let p = videoPools[key] { return p }
         guard let layout = PixelLayout(format) else { throw MediaError("unsupported pixel format") }
-        // Buffers still downstream keep an old pool alive until they come back.
-        if videoPools.count >= 2 { videoPools.removeAll() }
+        // Buffers still downstream keep an old pool alive until they come back. The expected
+        // geometry's pool (made first) is kept; others replace each other.
+        if videoPools.count >= 3, let other = videoPools.keys.first(where: { $0 != firstKey }) { videoPools[other] = nil }
+        if firstKey == nil { firstKey = key }
         let bytes = Int(av_image_get_buffer_size(format, Int32(width), Int32(height), 1))
-        let p = (try BoundedFramePool(width: width, height: height, pixelFormat: format, limit: picturesInFlight(bytes: bytes)), layout)
+        let p = (try BoundedFramePool(width: width, height: height, pixelFormat: format, limit: picturesInFlight(bytes: bytes),
+                                       prewarm: prewarm), layout)
         videoPools[key] = p
         return p
     }
