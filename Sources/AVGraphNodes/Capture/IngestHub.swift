@@ -55,7 +55,7 @@ final class IngestHub: @unchecked Sendable {
     /// the source and its first scaling (two live lanes, sized by bytes as the runtime sizes them,
     /// and the pictures being worked on). Small pictures get more, full-size screens fewer.
     let videoCapacity: Int
-    func picturesInFlight(bytes: Int) -> Int { videoCapacity + 2 * max(1, min(8, (6 << 20) / max(bytes, 1))) + 4 }
+    func picturesInFlight(bytes: Int) -> Int { videoCapacity + 2 * max(1, min(8, (6 << 20) / max(bytes, 1))) + 2 }
     private var audioPools: [AudioKey: AudioFramePool] = [:]
     private var firstKey: VideoKey?
     private var taken = [0, 0, 0]

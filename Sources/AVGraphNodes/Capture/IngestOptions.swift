@@ -14,7 +14,9 @@ enum IngestOptions {
             OptionSpec("format", .choice(["nv12", "bgra", "yuv420p"]), default: "nv12", doc: "expected pixel format"),
             OptionSpec("audio-rate", .int(8000...384_000), default: "48000", doc: "sample rate of the audio outputs"),
             OptionSpec("audio-channels", .int(1...8), default: "2", doc: "channel count of the audio outputs"),
-            OptionSpec("buffer", .int(1...64), default: "4", doc: "pictures queued between the producer and the pipeline"),
+            OptionSpec("buffer", .int(1...64), default: "3", doc: "pictures queued between the producer and the pipeline"),
+            OptionSpec("preallocate", .bool, default: "true",
+                       doc: "allocate and touch the picture pool for `size` at start, so copying pushes never fault pages (false: producers that push without copying)"),
             OptionSpec("audio-buffer", .duration(0.02...60), default: "1s", doc: "audio queued per source between the producer and the pipeline"),
             OptionSpec("drop", .choice(IngestDropPolicy.allCases.map(\.rawValue)), default: drop.rawValue,
                        doc: "when the picture queue is full: newest refuses the new picture, oldest drops the oldest queued one"),
@@ -36,9 +38,9 @@ enum IngestOptions {
     }
 
     static func hub(_ o: OptionValues, defaultDrop: IngestDropPolicy) -> IngestHub {
-        let hub = IngestHub(videoCapacity: o.int("buffer") ?? 4, audioCapacity: o.duration("audio-buffer") ?? 1,
+        let hub = IngestHub(videoCapacity: o.int("buffer") ?? 3, audioCapacity: o.duration("audio-buffer") ?? 1,
                             policy: IngestDropPolicy(rawValue: o.string("drop") ?? "") ?? defaultDrop)
-        if let size = o.size("size"), let format = PushPixelFormat.allCases.first(where: { $0.name == o.string("format") ?? "nv12" }) {
+        if o.bool("preallocate") || o["preallocate"] == nil, let size = o.size("size"), let format = PushPixelFormat.allCases.first(where: { $0.name == o.string("format") ?? "nv12" }) {
             hub.prewarm(width: size.width, height: size.height, format: format)
         }
         return hub
