@@ -190,7 +190,8 @@ final class IngestEmitter {
     }
 
     func emit(_ item: IngestQueue.Item, _ out: Outlet) throws {
-        let arrivalClock = out.clock - max(0, Monotonic.now - item.arrival)
+        // Pushed before the run started: stamped at its start.
+        let arrivalClock = max(0, out.clock - max(0, Monotonic.now - item.arrival))
         var t = arrivalClock
         if let s = item.sourceTime {
             if anchor == nil || anchor!.session != item.session {
