@@ -108,6 +108,9 @@ final class SocketIngestTests: XCTestCase {
         XCTAssertLessThan(level(0.5, 2.5, 880), 0.01, "mic before 3 s")
         XCTAssertGreaterThan(level(4, 9, 880), 0.1, "mic missing after 3 s")
         XCTAssertGreaterThan(level(4, 9, 440), 0.1, "app tone missing after 3 s")
+        // Where it starts: the first 50 ms window with the mic in it, ~3 s after the app audio's start.
+        let onset = stride(from: 0.0, to: 9.0, by: 0.05).first { level($0, $0 + 0.05, 880) > 0.05 }
+        XCTAssertEqual(onset ?? 0, 3.0, accuracy: 0.15, "mic starts at \(onset ?? -1) s")
     }
 
     func testProducerKilledAt5sAndRestartedAt7sGivesOneContinuousFile() throws {
