@@ -166,7 +166,7 @@ final class VideoNodeTests: XCTestCase {
     func testTurningMatchesTheOrientationMappingForEveryTag() throws {
         for format in ["nv12", "yuv420p", "gray"] {
             let layout = PixelLayout(format)!
-            let (bw, bh) = (38, 22)
+            let (bw, bh) = (38, 54)
             let pool = try VideoFramePool(width: bw, height: bh, pixelFormat: format)
             let source = try pool.frame(timeBase: Rational(1, 30))
             var seed: UInt32 = 7
@@ -177,10 +177,10 @@ final class VideoNodeTests: XCTestCase {
                     source.plane(p)![y * source.lineSize(p) + x] = UInt8(truncatingIfNeeded: seed >> 16)
                 } }
             }
-            for tag in Orientation.allCases {
+            for tag in Orientation.allCases { for bands in [1, 2, 3] {
                 let size = tag.uprightSize(width: bw, height: bh)
                 let target = try VideoFramePool(width: size.width, height: size.height, pixelFormat: format).frame(timeBase: Rational(1, 30))
-                PictureTurn.upright(source, into: target, map: tag.storage, layout: layout)
+                PictureTurn.upright(source, into: target, map: tag.storage, layout: layout, bands: bands)
                 for p in layout.planes.indices {
                     let e = layout.planes[p].bytesPerElement
                     let pw = layout.planeWidth(p, bw), ph = layout.planeHeight(p, bh)
@@ -189,11 +189,11 @@ final class VideoNodeTests: XCTestCase {
                         for k in 0..<e {
                             let want = source.plane(p)![b.y * source.lineSize(p) + b.x * e + k]
                             let got = target.plane(p)![y * target.lineSize(p) + x * e + k]
-                            if want != got { XCTFail("\(format) \(tag) plane \(p) at \(x),\(y)"); return }
+                            if want != got { XCTFail("\(format) \(tag) \(bands) bands plane \(p) at \(x),\(y)"); return }
                         }
                     } }
                 }
-            }
+            } }
         }
     }
 
