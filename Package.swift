@@ -39,6 +39,7 @@ let package = Package(
             dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             linkerSettings: hostExportsAVGraph
         ),
+        .executableTarget(name: "PushExample", dependencies: ["AVGraph", "AVGraphNodes"], path: "Examples/PushExample"),
         .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",

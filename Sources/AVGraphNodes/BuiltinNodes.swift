@@ -2,7 +2,7 @@ import AVGraph
 
 /// Every node type that ships with avgraph.
 public enum BuiltinNodes {
-    public static var all: [any Node.Type] { VideoNodeSet.all + AudioNodeSet.all + IONodeSet.all + [ClipsNode.self] + LiveNodeSet.all }
+    public static var all: [any Node.Type] { VideoNodeSet.all + AudioNodeSet.all + IONodeSet.all + [ClipsNode.self] + LiveNodeSet.all + CaptureNodeSet.all }
 
     public static func registry() -> NodeRegistry {
         let r = NodeRegistry()

@@ -9,7 +9,7 @@ struct AVGraphCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "avgraph",
         abstract: "Run audio/video pipelines described as a graph of nodes in a .pipe file.",
-        subcommands: [RunCommand.self, CheckCommand.self, InspectCommand.self, CtlCommand.self]
+        subcommands: [RunCommand.self, CheckCommand.self, InspectCommand.self, CtlCommand.self, FeedCommand.self]
     )
 
     /// ArgumentParser exits 64 on usage errors; PIPE-FORMAT.md promises 2.

@@ -154,7 +154,7 @@ final class VideoNodeTests: XCTestCase {
     func testTurningMatchesTheOrientationMappingForEveryTag() throws {
         for format in ["nv12", "yuv420p", "gray"] {
             let layout = PixelLayout(format)!
-            let (bw, bh) = (38, 22)
+            let (bw, bh) = (38, 54)
             let pool = try VideoFramePool(width: bw, height: bh, pixelFormat: format)
             let source = try pool.frame(timeBase: Rational(1, 30))
             var seed: UInt32 = 7
@@ -165,10 +165,10 @@ final class VideoNodeTests: XCTestCase {
                     source.plane(p)![y * source.lineSize(p) + x] = UInt8(truncatingIfNeeded: seed >> 16)
                 } }
             }
-            for tag in Orientation.allCases {
+            for tag in Orientation.allCases { for bands in [1, 2, 3] {
                 let size = tag.uprightSize(width: bw, height: bh)
                 let target = try VideoFramePool(width: size.width, height: size.height, pixelFormat: format).frame(timeBase: Rational(1, 30))
-                PictureTurn.upright(source, into: target, map: tag.storage, layout: layout)
+                PictureTurn.upright(source, into: target, map: tag.storage, layout: layout, bands: bands)
                 for p in layout.planes.indices {
                     let e = layout.planes[p].bytesPerElement
                     let pw = layout.planeWidth(p, bw), ph = layout.planeHeight(p, bh)
@@ -177,15 +177,48 @@ final class VideoNodeTests: XCTestCase {
                         for k in 0..<e {
                             let want = source.plane(p)![b.y * source.lineSize(p) + b.x * e + k]
                             let got = target.plane(p)![y * target.lineSize(p) + x * e + k]
-                            if want != got { XCTFail("\(format) \(tag) plane \(p) at \(x),\(y)"); return }
+                            if want != got { XCTFail("\(format) \(tag) \(bands) bands plane \(p) at \(x),\(y)"); return }
                         }
                     } }
                 }
-            }
+            } }
         }
     }
 
     // MARK: resize
+
+    func testThreadedScalerMatchesOneThreadIntoACanvasRect() throws {
+        // A phone-screen-sized NV12 picture of noise, scaled into the middle of a 720p canvas.
+        let (sw, sh) = (1170, 2532)
+        let source = try VideoFramePool(width: sw, height: sh, pixelFormat: AV_PIX_FMT_NV12).frame(timeBase: Rational(1, 30))
+        var seed: UInt32 = 11
+        for p in 0..<2 { for y in 0..<(p == 0 ? sh : sh / 2) { for x in 0..<sw {
+            seed = seed &* 1_103_515_245 &+ 12345
+            source.plane(p)![y * source.lineSize(p) + x] = UInt8(truncatingIfNeeded: seed >> 16)
+        } } }
+        let sourceRect = PixelRect(x: 0, y: 0, width: sw, height: sh)
+        let targetRect = PixelRect(x: 474, y: 0, width: 332, height: 720)
+        var outputs: [[UInt8]] = []
+        for threads in [1, 2, 3] {
+            let scaler = try Scaler(from: sw, sh, AV_PIX_FMT_NV12, to: 332, 720, AV_PIX_FMT_YUV420P, threads: threads)
+            XCTAssertEqual(scaler.threads, threads)
+            let target = try VideoFramePool(width: 1280, height: 720, pixelFormat: AV_PIX_FMT_YUV420P).frame(timeBase: Rational(1, 30))
+            for p in 0..<3 { memset(target.plane(p)!, 7, target.lineSize(p) * (p == 0 ? 720 : 360)) }
+            try scaler.scale(source, sourceRect, into: target, targetRect)
+            var bytes: [UInt8] = []
+            for p in 0..<3 {
+                let (w, h) = p == 0 ? (1280, 720) : (640, 360)
+                for y in 0..<h { bytes += UnsafeBufferPointer(start: target.plane(p)! + y * target.lineSize(p), count: w) }
+            }
+            outputs.append(bytes)
+        }
+        XCTAssertTrue(outputs[0] == outputs[1], "two slice threads give the picture one thread gives")
+        XCTAssertTrue(outputs[0] == outputs[2], "three slice threads give the picture one thread gives")
+        // Outside the rect nothing was written.
+        XCTAssertEqual(outputs[0][0], 7)
+        XCTAssertEqual(outputs[0][1279], 7)
+    }
+
 
     func testResizeFitsPortraitScreenIntoLandscapeWithBlackBars() throws {
         let (_, h) = try harness("resize", "size: 1280x720, mode: fit", after: "duration: 0.1s")

@@ -58,7 +58,7 @@ final class CheckCommandTests: XCTestCase {
         }
         let h264 = try CLI.run(["inspect", "h264"])
         XCTAssertEqual(h264.status, 0)
-        for option in ["bitrate", "maxrate", "bufsize", "gop", "bframes", "profile", "preset", "tune", "crf", "threads"] {
+        for option in ["bitrate", "maxrate", "bufsize", "gop", "bframes", "profile", "preset", "tune", "crf", "threads", "lookahead"] {
             XCTAssertTrue(h264.stdout.contains("  \(option)  ["), "inspect h264 lacks option \(option):\n\(h264.stdout)")
         }
         XCTAssertTrue(h264.stdout.contains("default: 2500k"), h264.stdout)

@@ -54,8 +54,8 @@ public struct CheckedPipeline: Sendable {
     public var isValid: Bool { !diagnostics.contains { $0.severity == .error } }
     public func node(_ name: String) -> CheckedNode? { nodes.first { $0.name == name } }
 
-    /// Realtime unless told otherwise when a source is live (`screen`; none of v1's built-ins is).
-    public var realtime: Bool { settings.realtime ?? nodes.contains { $0.type.isLive } }
+    /// Realtime unless told otherwise when a source is live (a `LiveSource`: `app`, `socket`, ...).
+    public var realtime: Bool { settings.realtime ?? hasLiveSource }
 }
 
 /// `--set NODE.OPTION=VALUE` from the command line.

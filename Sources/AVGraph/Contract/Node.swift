@@ -76,8 +76,6 @@ public protocol Node: AnyObject {
     static var options: [OptionSpec] { get }
     /// Whether this node accepts pictures carrying any orientation tag and writes them upright itself.
     static var standsUpright: Bool { get }
-    /// A source of live media (a screen, a device): its presence makes a run realtime by default.
-    static var isLive: Bool { get }
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -106,7 +104,6 @@ extension Node {
     public static var outputs: [PadSpec] { [] }
     public static var inputs: [PadSpec] { [] }
     public static var standsUpright: Bool { false }
-    public static var isLive: Bool { false }
     public func produce(_ out: Outlet) throws -> Bool { false }
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {}
     public func wantsInput(_ input: Int) -> Bool { true }

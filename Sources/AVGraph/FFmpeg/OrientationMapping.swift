@@ -66,14 +66,56 @@ extension Array where Element == OrientationChange {
 }
 
 public enum PictureTurn {
+    /// Quarter turns of at least this many upright pixels are split into bands of rows, one per core.
+    public static let bandedPixels = 100_000
+
+    /// Bands a quarter turn of `pixels` upright pixels is split into by default.
+    public static func bands(forPixels pixels: Int) -> Int {
+        pixels >= bandedPixels ? min(4, max(1, ProcessInfo.processInfo.activeProcessorCount)) : 1
+    }
+
     /// Writes the upright picture of `source` (tagged by `map`) into `target`, whose size must be
-    /// the upright size. Quarter turns go in square tiles so both pictures are walked cache-friendly.
-    public static func upright(_ source: Frame, into target: Frame, map: StorageMap, layout: PixelLayout) {
+    /// the upright size. Quarter turns go in square tiles so both pictures are walked cache-friendly,
+    /// and big ones in horizontal bands of the upright picture on several threads (`bands` nil:
+    /// fitted to the size); each band reads its own strip of buffer columns, so bands share nothing.
+    public static func upright(_ source: Frame, into target: Frame, map: StorageMap, layout: PixelLayout, bands: Int? = nil) {
+        let n = map.swapsAxes ? (bands ?? Self.bands(forPixels: target.width * target.height)) : 1
+        // Band edges on whole 16-row steps: whole 8x8 kernel blocks in every plane of 4:2:0.
+        let step = 16
+        let rows = target.height
+        let per = (rows + n - 1) / n
+        let edges = (0...n).map { i in i == n ? rows : min(rows, (per * i + step - 1) / step * step) }
+        let spans = (0..<n).map { edges[$0]..<edges[$0 + 1] }.filter { !$0.isEmpty }
+        if spans.count <= 1 {
+            uprightRows(source, into: target, map: map, layout: layout, rows: 0..<rows)
+            return
+        }
+        DispatchQueue.concurrentPerform(iterations: spans.count) { i in
+            uprightRows(source, into: target, map: map, layout: layout, rows: spans[i])
+        }
+    }
+
+    /// Upright rows `rows` (in the first plane's rows; the lower bound on whole chroma rows) of the turn.
+    static func uprightRows(_ source: Frame, into target: Frame, map: StorageMap, layout: PixelLayout, rows: Range<Int>) {
         for (p, plane) in layout.planes.enumerated() {
-            guard let src = source.plane(p), let dst = target.plane(p) else { continue }
-            let bw = layout.planeWidth(p, source.width), bh = layout.planeHeight(p, source.height)
-            let uw = layout.planeWidth(p, target.width), uh = layout.planeHeight(p, target.height)
+            guard let src0 = source.plane(p), let dst0 = target.plane(p) else { continue }
+            let bw0 = layout.planeWidth(p, source.width), bh = layout.planeHeight(p, source.height)
+            let uw = layout.planeWidth(p, target.width)
             let sls = source.lineSize(p), dls = target.lineSize(p)
+            let py0 = rows.lowerBound >> plane.shiftY
+            let py1 = rows.upperBound == target.height ? layout.planeHeight(p, target.height) : rows.upperBound >> plane.shiftY
+            guard py1 > py0 else { continue }
+            let uh = py1 - py0
+            var src = src0, bw = bw0
+            if map.swapsAxes {
+                // Upright rows py0..<py1 are buffer columns py0..<py1 (counted from the right when flipped).
+                src = src0 + (map.flipX ? bw0 - py1 : py0) * plane.bytesPerElement
+                bw = uh
+            } else if rows.lowerBound > 0 || rows.upperBound < target.height {
+                // Not banded (whole pictures only): see upright(_:into:map:layout:bands:).
+                continue
+            }
+            let dst = dst0 + py0 * dls
             switch plane.bytesPerElement {
             case 1 where map.swapsAxes: QuarterTurn.bytes(src, sls, bw, bh, dst, dls, uw, uh, map)
             case 2 where map.swapsAxes: QuarterTurn.pairs(src, sls, bw, bh, dst, dls, uw, uh, map)

@@ -1,4 +1,5 @@
 import CFFmpeg
+import Foundation
 
 /// One swscale context: a fixed source geometry and format to a fixed target geometry and
 /// format, with the range/matrix conversion done in the same pass (BT.709 limited out).
@@ -18,15 +19,50 @@ public final class Scaler: @unchecked Sendable {
     private let context: OpaquePointer
     public let sourceWidth: Int, sourceHeight: Int
     public let targetWidth: Int, targetHeight: Int
+    /// Slice threads swscale runs this conversion on (1: the calling thread only).
+    public let threads: Int
+
+    /// Sources of at least this many pixels are scaled on several threads (a phone screen is
+    /// ~3 Mpixel; a 720p card or a small picture is not worth waking threads for).
+    public static let threadedPixels = 1_500_000
+
+    /// Slice threads for a conversion reading `pixels` source pixels: one per core for big sources.
+    public static func threads(forSourcePixels pixels: Int) -> Int {
+        pixels >= threadedPixels ? min(4, max(1, ProcessInfo.processInfo.activeProcessorCount)) : 1
+    }
 
     /// `sourceFullRange`/`sourceMatrix` describe YUV input (ignored for RGB input).
+    /// `threads` nil: fitted to the source size (`threads(forSourcePixels:)`).
     public init(from sw: Int, _ sh: Int, _ sourceFormat: AVPixelFormat, to tw: Int, _ th: Int, _ targetFormat: AVPixelFormat,
-                quality: Quality = .bicubic, sourceFullRange: Bool = false, sourceMatrix: Int32 = SWS_CS_ITU709) throws {
-        guard let c = sws_getContext(Int32(sw), Int32(sh), sourceFormat, Int32(tw), Int32(th), targetFormat,
-                                     quality.flags, nil, nil, nil) else {
-            throw MediaError("swscale cannot convert \(sw)x\(sh) \(Self.name(sourceFormat)) to \(tw)x\(th) \(Self.name(targetFormat))")
+                quality: Quality = .bicubic, sourceFullRange: Bool = false, sourceMatrix: Int32 = SWS_CS_ITU709,
+                threads: Int? = nil) throws {
+        let n = threads ?? Self.threads(forSourcePixels: sw * sh)
+        let failure = MediaError("swscale cannot convert \(sw)x\(sh) \(Self.name(sourceFormat)) to \(tw)x\(th) \(Self.name(targetFormat))")
+        if n > 1 {
+            // FFmpeg 5's slice threads: the "threads" option must be set before sws_init_context;
+            // they are used by sws_scale_frame (the legacy sws_scale runs on one thread).
+            guard let c = sws_alloc_context() else { throw failure }
+            let raw = UnsafeMutableRawPointer(c)
+            var ok = av_opt_set_int(raw, "srcw", Int64(sw), 0) >= 0
+            ok = ok && av_opt_set_int(raw, "srch", Int64(sh), 0) >= 0
+            ok = ok && av_opt_set_int(raw, "src_format", Int64(sourceFormat.rawValue), 0) >= 0
+            ok = ok && av_opt_set_int(raw, "dstw", Int64(tw), 0) >= 0
+            ok = ok && av_opt_set_int(raw, "dsth", Int64(th), 0) >= 0
+            ok = ok && av_opt_set_int(raw, "dst_format", Int64(targetFormat.rawValue), 0) >= 0
+            ok = ok && av_opt_set_int(raw, "sws_flags", Int64(quality.flags), 0) >= 0
+            ok = ok && av_opt_set_int(raw, "threads", Int64(n), 0) >= 0
+            if !ok || sws_init_context(c, nil, nil) < 0 {
+                sws_freeContext(c)
+                throw failure
+            }
+            context = c
+        } else {
+            guard let c = sws_getContext(Int32(sw), Int32(sh), sourceFormat, Int32(tw), Int32(th), targetFormat,
+                                         quality.flags, nil, nil, nil) else { throw failure }
+            context = c
         }
-        context = c
+        self.threads = n
+        let c = context
         sourceWidth = sw; sourceHeight = sh; targetWidth = tw; targetHeight = th
         // Range and matrix change inside the one scaling pass: limited-range BT.709 out, whatever came in.
         let code = sws_setColorspaceDetails(c, sws_getCoefficients(sourceMatrix), sourceFullRange ? 1 : 0,
@@ -62,8 +98,42 @@ public final class Scaler: @unchecked Sendable {
         let dst: [UnsafeMutablePointer<UInt8>?] = tl.planes.indices.map { p in
             target.plane(p).map { $0 + tl.offset(plane: p, x: targetRect.x, y: targetRect.y, lineSize: target.lineSize(p)) }
         }
+        if threads > 1, source.av.pointee.buf.0 != nil, target.av.pointee.buf.0 != nil {
+            // sws_scale_frame takes references to its frames: views over the rects that share the buffers.
+            let s = Self.view(source, src.map { $0.map { UnsafeMutablePointer(mutating: $0) } }, sourceRect)
+            let d = Self.view(target, dst, targetRect)
+            defer { var a: UnsafeMutablePointer<AVFrame>? = s; av_frame_free(&a); var b: UnsafeMutablePointer<AVFrame>? = d; av_frame_free(&b) }
+            try AVFailure.check(sws_scale_frame(context, d, s), "sws_scale_frame")
+            return
+        }
         try scale(source: src, sourceStrides: sl.planes.indices.map { Int32(source.lineSize($0)) },
                   target: dst, targetStrides: tl.planes.indices.map { Int32(target.lineSize($0)) })
+    }
+
+    /// A frame header over `rect` of `frame` (plane pointers already offset) holding new
+    /// references to its buffers, so swscale's internal av_frame_ref shares rather than copies.
+    private static func view(_ frame: Frame, _ planes: [UnsafeMutablePointer<UInt8>?], _ rect: PixelRect) -> UnsafeMutablePointer<AVFrame> {
+        let v = av_frame_alloc()!
+        v.pointee.width = Int32(rect.width)
+        v.pointee.height = Int32(rect.height)
+        v.pointee.format = frame.av.pointee.format
+        v.pointee.color_range = frame.av.pointee.color_range
+        v.pointee.colorspace = frame.av.pointee.colorspace
+        let base = UnsafeMutableRawPointer(v)
+        let bufs = (base + MemoryLayout<AVFrame>.offset(of: \AVFrame.buf)!).assumingMemoryBound(to: UnsafeMutablePointer<AVBufferRef>?.self)
+        let from = frame.av.pointee.buf
+        withUnsafeBytes(of: from) { raw in
+            let f = raw.bindMemory(to: UnsafeMutablePointer<AVBufferRef>?.self)
+            for i in 0..<f.count { bufs[i] = f[i].flatMap { av_buffer_ref($0) } }
+        }
+        let data = (base + MemoryLayout<AVFrame>.offset(of: \AVFrame.data)!).assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+        let lines = (base + MemoryLayout<AVFrame>.offset(of: \AVFrame.linesize)!).assumingMemoryBound(to: Int32.self)
+        for (p, ptr) in planes.enumerated() where p < 4 {
+            data[p] = ptr
+            lines[p] = Int32(frame.lineSize(p))
+        }
+        v.pointee.extended_data = data
+        return v
     }
 
     /// Matrix and range of a frame as swscale wants them.

@@ -43,7 +43,7 @@ public enum PipeLoader {
         let result = ParseBox()
         let thread = Thread {
             do {
-                let node = try Yams.compose(yaml: text)
+                let node = try Yams.compose(yaml: text, .basic)
                 result.value = node.map { convert($0, file: file) }
             } catch {
                 result.diagnostic = diagnostic(for: error, text: text, file: file)

@@ -142,6 +142,9 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         return max(1, min(8, (6 << 20) / max(bytes, 1)))
     }
 
+    /// The running instance of node `name` (an embedding app reaches its `app` sources this way).
+    public func node(named name: String) -> (any Node)? { runners.first { $0.name == name }?.node }
+
     public var isStopping: Bool { stateLock.lock(); defer { stateLock.unlock() }; return stopping }
 
     /// Seconds since the run started.

@@ -213,7 +213,12 @@ final class LiveSender: @unchecked Sendable {
                 kept.append(item)
             }
         }
-        queue = kept
+        // Queued in arrival order, audio can sit before the keyframe with a later time (the video
+        // encoder's delay is longer). FLV takes the session's first packet as its time origin and
+        // refuses anything earlier (EINVAL, a disconnect at once), so the session opens in time order.
+        queue = kept.enumerated().sorted { a, b in
+            a.element.packet.time != b.element.packet.time ? a.element.packet.time < b.element.packet.time : a.offset < b.offset
+        }.map(\.element)
         return true
     }
 

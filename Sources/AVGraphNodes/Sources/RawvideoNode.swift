@@ -2,9 +2,17 @@ import AVGraph
 import CFFmpeg
 import Foundation
 
-/// Raw pictures from a file (what `ffmpeg -f rawvideo` writes): each frame is read with one
-/// read() straight into a pooled picture whose layout is the file's (tight lines), so the bytes
-/// go from the page cache to the frame without passing through Swift.
+/// Raw pictures from a file (what `ffmpeg -f rawvideo` writes). The file is mapped (MAP_PRIVATE)
+/// and each picture is a frame over its bytes in the mapping: nothing is read or copied, the
+/// pages come from the page cache as swscale touches them, and when the frame is released its
+/// pages are dropped from the process again (MADV_DONTNEED), so a long file looped costs one or
+/// two pictures of resident memory, none of it anonymous. Where the file cannot be mapped, each
+/// frame is read() into a pooled picture instead.
+///
+/// A file truncated while it is mapped would make the next access to a vanished page raise
+/// SIGBUS: the size is checked (fstat) before each picture is handed out and a shrunk file ends
+/// the run with an error; a truncation in the microseconds between that check and the scaler
+/// reading the picture remains possible, as with any mapped input (ffmpeg reads instead).
 final class RawvideoNode: Node, @unchecked Sendable {
     static let typeName = "rawvideo"
     static let summary = "raw pictures from a file"
@@ -52,6 +60,9 @@ final class RawvideoNode: Node, @unchecked Sendable {
     let endTime: Double?
     var played = 0
     var index: Int64 = 0
+    let mapping: MappedFile?
+    let frameCount: Int
+    var fileFrame = 0
 
     init(_ setup: NodeSetup) throws {
         let f = setup.outputs[0]
@@ -62,6 +73,10 @@ final class RawvideoNode: Node, @unchecked Sendable {
         fd = open(p, O_RDONLY)
         guard fd >= 0 else { throw MediaError("cannot open '\(p)': \(String(cString: strerror(errno)))") }
         plays = setup.options.loop("loop")
+        var st = stat()
+        let fileSize = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
+        frameCount = pool.pictureSize > 0 ? fileSize / pool.pictureSize : 0
+        mapping = frameCount > 0 ? MappedFile(fd: fd, length: frameCount * pool.pictureSize, pictureSize: pool.pictureSize) : nil
         schedule = setup.options.orientationSchedule("orientation")
         endTime = setup.duration
     }
@@ -71,6 +86,21 @@ final class RawvideoNode: Node, @unchecked Sendable {
     func produce(_ out: Outlet) throws -> Bool {
         let t = Double(index) * rate.inverse.double
         if let end = endTime, t >= end - 1e-9 { return false }
+        if let m = mapping {
+            if fileFrame >= frameCount {
+                played += 1
+                if plays >= 0 && played >= plays { return false }
+                fileFrame = 0
+            }
+            var st = stat()
+            guard fstat(fd, &st) == 0, Int(st.st_size) >= m.length else {
+                throw MediaError("'\(path)' shrank while playing (now \(st.st_size) bytes, was \(m.length))")
+            }
+            let frame = try m.frame(offset: fileFrame * pool.pictureSize, size: pool.pictureSize, width: pool.width, height: pool.height,
+                                    format: pool.pixelFormat, timeBase: rate.inverse, orientation: schedule.orientation(at: t))
+            fileFrame += 1
+            return emit(frame, out)
+        }
         let frame = try pool.frame(timeBase: rate.inverse, orientation: schedule.orientation(at: t))
         guard let data = frame.plane(0) else { throw MediaError("empty picture") }
         var got = try readFully(data, pool.pictureSize)
@@ -81,6 +111,10 @@ final class RawvideoNode: Node, @unchecked Sendable {
             got = try readFully(data, pool.pictureSize)
         }
         guard got == pool.pictureSize else { throw MediaError("'\(path)' ends inside a frame (\(got) of \(pool.pictureSize) bytes)") }
+        return emit(frame, out)
+    }
+
+    private func emit(_ frame: Frame, _ out: Outlet) -> Bool {
         frame.pts = index
         frame.av.pointee.pkt_duration = 1
         frame.tagBT709Limited()
@@ -101,5 +135,76 @@ final class RawvideoNode: Node, @unchecked Sendable {
             done += n
         }
         return done
+    }
+}
+
+/// A whole file mapped read-only-shared-nothing (MAP_PRIVATE), followed by one zero page so the
+/// SIMD readers in swscale may run a little past the last picture's end, as over FFmpeg's
+/// padded buffers. Frames over it hold a reference each; the mapping goes when the last does.
+final class MappedFile: @unchecked Sendable {
+    let base: UnsafeMutableRawPointer
+    let length: Int
+    /// Bytes of one picture: what each frame's buffer spans.
+    let pictureSize: Int
+    private let reserved: Int
+    static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    init?(fd: Int32, length: Int, pictureSize: Int) {
+        self.pictureSize = pictureSize
+        let page = Self.pageSize
+        let mapped = (length + page - 1) / page * page
+        reserved = mapped + page
+        // Reserve the file's pages plus a zero page, then lay the file over the front.
+        guard let area = mmap(nil, reserved, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), area != MAP_FAILED else { return nil }
+        guard let file = mmap(area, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0), file == area else {
+            munmap(area, reserved)
+            return nil
+        }
+        madvise(area, length, MADV_SEQUENTIAL)
+        base = area
+        self.length = length
+    }
+
+    deinit { munmap(base, reserved) }
+
+    /// A frame over `size` bytes at `offset` (tight lines, the file's layout). Writable in the
+    /// sense of copy-on-write: a node that draws into it changes its own private pages only.
+    func frame(offset: Int, size: Int, width: Int, height: Int, format: AVPixelFormat, timeBase: Rational,
+               orientation: Orientation) throws -> Frame {
+        let data = (base + offset).assumingMemoryBound(to: UInt8.self)
+        let opaque = Unmanaged.passRetained(self).toOpaque()
+        guard let buf = av_buffer_create(data, size, { opaque, data in
+            guard let opaque, let data else { return }
+            let file = Unmanaged<MappedFile>.fromOpaque(opaque).takeRetainedValue()
+            file.release(UnsafeMutableRawPointer(data))
+        }, opaque, 0) else {
+            Unmanaged<MappedFile>.fromOpaque(opaque).release()
+            throw MediaError("out of memory (av_buffer_create)")
+        }
+        guard let av = av_frame_alloc() else {
+            var b: UnsafeMutablePointer<AVBufferRef>? = buf
+            av_buffer_unref(&b)
+            throw MediaError("av_frame_alloc failed")
+        }
+        av.pointee.width = Int32(width)
+        av.pointee.height = Int32(height)
+        av.pointee.format = format.rawValue
+        av.pointee.buf.0 = buf
+        av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        let frame = Frame(owning: av, timeBase: timeBase, orientation: orientation)
+        let planes = frame.dataPointers
+        let code = av_image_fill_arrays(planes, frame.lineSizes, data, format, Int32(width), Int32(height), 1)
+        try AVFailure.check(code, "av_image_fill_arrays")
+        av.pointee.extended_data = planes
+        return frame
+    }
+
+    /// A picture is done with: its whole pages leave the process (they come back from the page
+    /// cache if the file loops). Pages shared with the neighbouring pictures stay.
+    private func release(_ data: UnsafeMutableRawPointer) {
+        let page = Self.pageSize
+        let start = Int(bitPattern: data), end = start + pictureSize
+        let lo = (start + page - 1) / page * page, hi = end / page * page
+        if hi > lo { madvise(UnsafeMutableRawPointer(bitPattern: lo), hi - lo, MADV_DONTNEED) }
     }
 }

@@ -1,0 +1,254 @@
+import AVGraph
+import CFFmpeg
+import Foundation
+
+/// What a push did with a buffer: `taken` (queued for the pipeline), `dropped` (by the source's
+/// drop policy: its queue was full, or the source has finished), `rejected` (the buffer itself
+/// is unusable: empty, absurd size, missing planes).
+public enum PushResult: String, Sendable, Equatable {
+    case taken, dropped, rejected
+}
+
+/// Pixel layouts a producer may push (a phone's screen buffers are NV12 or BGRA).
+public enum PushPixelFormat: UInt8, Sendable, CaseIterable {
+    case nv12 = 1, bgra = 2, yuv420p = 3
+
+    var av: AVPixelFormat {
+        switch self {
+        case .nv12: return AV_PIX_FMT_NV12
+        case .bgra: return AV_PIX_FMT_BGRA
+        case .yuv420p: return AV_PIX_FMT_YUV420P
+        }
+    }
+
+    var name: String { "\(self)" }
+}
+
+/// Interleaved PCM layouts a producer may push; `bigEndian` is a separate flag.
+public enum PushSampleFormat: UInt8, Sendable, CaseIterable {
+    case s16 = 1, f32 = 2, s32 = 3
+
+    var av: AVSampleFormat {
+        switch self {
+        case .s16: return AV_SAMPLE_FMT_S16
+        case .f32: return AV_SAMPLE_FMT_FLT
+        case .s32: return AV_SAMPLE_FMT_S32
+        }
+    }
+
+    var bytesPerSample: Int { self == .s16 ? 2 : 4 }
+}
+
+/// The ingest side of one `app` or `socket` source: producers push from any thread, without
+/// waiting; the one copy into a pooled frame happens here, then the frame is queued for the node.
+/// Pools are kept per geometry, so after the first few buffers of a size nothing is allocated.
+final class IngestHub: @unchecked Sendable {
+    static let maxDimension = 16384
+    static let maxAudioBytes = 4 << 20
+
+    let queue: IngestQueue
+    private let poolLock = NSLock()
+    private struct VideoKey: Hashable { var w: Int, h: Int, f: Int32 }
+    private struct AudioKey: Hashable { var f: Int32, ch: Int, rate: Int }
+    private var videoPools: [VideoKey: (pool: BoundedFramePool, layout: PixelLayout)] = [:]
+    /// Pictures of one geometry that may be out at once: the queue plus what a graph holds between
+    /// the source and its first scaling (two live lanes, sized by bytes as the runtime sizes them,
+    /// and the pictures being worked on). Small pictures get more, full-size screens fewer.
+    let videoCapacity: Int
+    func picturesInFlight(bytes: Int) -> Int { videoCapacity + 2 * max(1, min(8, (6 << 20) / max(bytes, 1))) + 2 }
+    private var audioPools: [AudioKey: AudioFramePool] = [:]
+    private var firstKey: VideoKey?
+    private var taken = [0, 0, 0]
+
+    init(videoCapacity: Int, audioCapacity: Double, policy: IngestDropPolicy) {
+        queue = IngestQueue(videoCapacity: videoCapacity, audioCapacity: audioCapacity, policy: policy)
+        self.videoCapacity = videoCapacity
+    }
+
+    /// Makes the pool for the expected geometry now: its buffers are allocated and touched here,
+    /// so pushes copy into memory that is already mapped (a page fault per 4 kB would cost a
+    /// 4 MB picture more than 1 ms). Another geometry gets its pool on its first push.
+    func prewarm(width: Int, height: Int, format: PushPixelFormat) {
+        _ = try? videoPool(width: width, height: height, format: format.av, prewarm: true)
+    }
+
+    /// The pool for a geometry; one made on a push is not touched up front (that would take
+    /// milliseconds inside the push): its first pictures fault their pages instead.
+    private func videoPool(width: Int, height: Int, format: AVPixelFormat, prewarm: Bool = false) throws -> (pool: BoundedFramePool, layout: PixelLayout) {
+        let key = VideoKey(w: width, h: height, f: format.rawValue)
+        poolLock.lock()
+        defer { poolLock.unlock() }
+        if let p = videoPools[key] { return p }
+        guard let layout = PixelLayout(format) else { throw MediaError("unsupported pixel format") }
+        // Buffers still downstream keep an old pool alive until they come back. The expected
+        // geometry's pool (made first) is kept; others replace each other.
+        if videoPools.count >= 3, let other = videoPools.keys.first(where: { $0 != firstKey }) { videoPools[other] = nil }
+        if firstKey == nil { firstKey = key }
+        let bytes = Int(av_image_get_buffer_size(format, Int32(width), Int32(height), 1))
+        let p = (try BoundedFramePool(width: width, height: height, pixelFormat: format, limit: picturesInFlight(bytes: bytes),
+                                       prewarm: prewarm), layout)
+        videoPools[key] = p
+        return p
+    }
+
+    private func audioPool(format: AVSampleFormat, channels: Int, rate: Int) throws -> AudioFramePool {
+        let key = AudioKey(f: format.rawValue, ch: channels, rate: rate)
+        poolLock.lock()
+        defer { poolLock.unlock() }
+        if let p = audioPools[key] { return p }
+        if audioPools.count >= 8 { audioPools.removeAll() }
+        let p = try AudioFramePool(format: format, channels: channels, sampleRate: rate, capacity: 4096)
+        audioPools[key] = p
+        return p
+    }
+
+    /// Copies one picture into a pooled frame and queues it. Never waits.
+    func pushVideo(format: PushPixelFormat, width: Int, height: Int, planes: [PlaneCopy.Plane], time: Double?,
+                   orientation: Orientation, fullRange: Bool = false, session: Int = 0) -> PushResult {
+        let needed = format == .bgra ? 1 : format == .nv12 ? 2 : 3
+        guard width > 0, height > 0, width <= Self.maxDimension, height <= Self.maxDimension, planes.count >= needed else {
+            return .rejected
+        }
+        if format != .bgra && (width % 2 != 0 || height % 2 != 0) { return .rejected }
+        if let time, !time.isFinite { return .rejected }
+        guard queue.hasRoomForVideo() else { queue.noteDropped(pad: 0); return .dropped }
+        guard let (pool, layout) = try? videoPool(width: width, height: height, format: format.av),
+              let frame = pool.frame(timeBase: Rational(1, 1_000_000), orientation: orientation) else {
+            queue.noteDropped(pad: 0)
+            return .dropped
+        }
+        PlaneCopy.copyPicture(planes, into: frame, layout: layout)
+        if format != .bgra {
+            frame.tagBT709Limited()
+            if fullRange { frame.av.pointee.color_range = AVCOL_RANGE_JPEG }
+        }
+        let item = IngestQueue.Item(pad: 0, frame: frame, sourceTime: time, arrival: Monotonic.now, session: session)
+        return queue.push(item) ? .taken : .dropped
+    }
+
+    /// Queues one picture without copying it: the frame borrows the producer's planes and keeps
+    /// `owner` alive until the pipeline lets go of the picture. Never waits.
+    func pushBorrowedVideo(format: PushPixelFormat, width: Int, height: Int, planes: [PlaneCopy.Plane], owner: AnyObject,
+                           time: Double?, orientation: Orientation, fullRange: Bool = false) -> PushResult {
+        let needed = format == .bgra ? 1 : format == .nv12 ? 2 : 3
+        guard width > 0, height > 0, width <= Self.maxDimension, height <= Self.maxDimension, planes.count >= needed else {
+            return .rejected
+        }
+        if format != .bgra && (width % 2 != 0 || height % 2 != 0) { return .rejected }
+        guard queue.hasRoomForVideo() else { queue.noteDropped(pad: 0); return .dropped }
+        guard let frame = BorrowedPicture.frame(width: width, height: height, format: format.av, planes: planes, owner: owner,
+                                                timeBase: Rational(1, 1_000_000), orientation: orientation) else { return .dropped }
+        if format != .bgra {
+            frame.tagBT709Limited()
+            if fullRange { frame.av.pointee.color_range = AVCOL_RANGE_JPEG }
+        }
+        let item = IngestQueue.Item(pad: 0, frame: frame, sourceTime: time, arrival: Monotonic.now, session: 0)
+        return queue.push(item) ? .taken : .dropped
+    }
+
+    /// Copies one block of interleaved PCM into a pooled frame (made native-endian) and queues it
+    /// on `pad` (1 app, 2 mic). Never waits.
+    func pushAudio(pad: Int, bytes: UnsafeRawPointer, byteCount: Int, format: PushSampleFormat, bigEndian: Bool,
+                   rate: Int, channels: Int, time: Double?, session: Int = 0) -> PushResult {
+        guard (8000...384_000).contains(rate), (1...8).contains(channels), byteCount > 0, byteCount <= Self.maxAudioBytes else {
+            return .rejected
+        }
+        let frameBytes = channels * format.bytesPerSample
+        guard byteCount % frameBytes == 0 else { return .rejected }
+        if let time, !time.isFinite { return .rejected }
+        let samples = byteCount / frameBytes
+        guard queue.hasRoomForAudio(seconds: Double(samples) / Double(rate)) else { queue.noteDropped(pad: pad); return .dropped }
+        guard let pool = try? audioPool(format: format.av, channels: channels, rate: rate),
+              let frame = try? pool.frame(samples: samples) else { return .dropped }
+        PlaneCopy.copySamples(bytes, byteCount: byteCount, into: frame)
+        if bigEndian != PCM.hostIsBigEndian { PCM.swapBytes(frame.audioData(), byteCount: byteCount, sampleSize: format.bytesPerSample) }
+        let item = IngestQueue.Item(pad: pad, frame: frame, sourceTime: time, arrival: Monotonic.now, session: session)
+        return queue.push(item) ? .taken : .dropped
+    }
+
+    func finish() { queue.end() }
+}
+
+/// The node side of an ingest source: maps producer timestamps onto the pipeline clock and
+/// emits. Each producer session is anchored where its first buffer arrived (never before what
+/// was already emitted), so a producer that reconnects continues the output timeline; within a
+/// session its own timestamps keep audio and video in step. Audio is made continuous per pad and
+/// converted to the pad's declared format when the producer's differs.
+final class IngestEmitter {
+    let audioShapes: [AudioShape?]
+    private var anchor: (session: Int, source: Double, clock: Double)?
+    private var lastVideo = -1.0
+    private var lastEnd = 0.0
+    private var audioNext: [Int64?] = [nil, nil, nil]
+    private var resamplers: [Resampler?] = [nil, nil, nil]
+    private var reportedDrops = (video: 0, audio: 0)
+    let hub: IngestHub
+
+    init(hub: IngestHub, outputs: [StreamFormat]) {
+        self.hub = hub
+        audioShapes = outputs.map { $0.kind == .rawAudio ? try? AudioShape($0) : nil }
+    }
+
+    func emit(_ item: IngestQueue.Item, _ out: Outlet) throws {
+        // Pushed before the run started: stamped at its start.
+        let arrivalClock = max(0, out.clock - max(0, Monotonic.now - item.arrival))
+        var t = arrivalClock
+        if let s = item.sourceTime {
+            if anchor == nil || anchor!.session != item.session {
+                if anchor != nil { audioNext = [nil, nil, nil] }
+                anchor = (item.session, s, max(arrivalClock, lastEnd))
+            }
+            t = anchor!.clock + (s - anchor!.source)
+            // A producer clock that fell far behind (or leapt ahead): anchor it again here.
+            if t < arrivalClock - 1.0 || t > arrivalClock + 10.0 {
+                anchor = (item.session, s, max(arrivalClock, lastEnd))
+                t = anchor!.clock
+            }
+        }
+        if item.pad == 0 {
+            if t <= lastVideo { t = lastVideo + 0.001 }
+            lastVideo = t
+            lastEnd = max(lastEnd, t)
+            let frame = item.frame
+            frame.timeBase = Rational(1, 1_000_000)
+            frame.pts = Int64((t * 1e6).rounded())
+            out.emit(frame, output: 0)
+        } else {
+            try emitAudio(item.frame, pad: item.pad, at: t, out)
+        }
+        reportDrops(out)
+    }
+
+    private func emitAudio(_ input: Frame, pad: Int, at t: Double, _ out: Outlet) throws {
+        guard pad < audioShapes.count, let target = audioShapes[pad] else { return }
+        let rate = target.rate
+        let wanted = Int64((max(0, t) * Double(rate)).rounded())
+        var pts = wanted
+        if let next = audioNext[pad], wanted - next <= Int64(rate / 50) {
+            // Within 20 ms of where the last block ended (or overlapping it): continue seamlessly.
+            pts = next
+        } else if audioNext[pad] != nil {
+            try resamplers[pad]?.reset()
+        }
+        var frame = input
+        let shape = AudioShape(rate: input.sampleRate, channels: input.channels, format: input.sampleFormat)
+        if shape != target {
+            if resamplers[pad]?.input != shape { resamplers[pad] = try Resampler(from: shape, to: target) }
+            guard let converted = try resamplers[pad]!.convert(input) else { return }
+            frame = converted
+        }
+        frame.timeBase = Rational(1, rate)
+        frame.pts = pts
+        audioNext[pad] = pts + Int64(frame.sampleCount)
+        lastEnd = max(lastEnd, Double(pts + Int64(frame.sampleCount)) / Double(rate))
+        out.emit(frame, output: pad)
+    }
+
+    /// Drops the queue made are counted in `stats` under this node.
+    func reportDrops(_ out: Outlet) {
+        let c = hub.queue.counts
+        out.countDropped(c.video - reportedDrops.video, kind: .rawVideo)
+        out.countDropped(c.audio - reportedDrops.audio, kind: .rawAudio)
+        reportedDrops = c
+    }
+}

@@ -1,0 +1,148 @@
+import AVGraph
+import Foundation
+
+/// A `.pipe` run inside an app: load it, `start()` it, push media into its `app` sources from
+/// any thread, `finish()` them (or `stop()`), `wait()` for the files to be finalized.
+///
+/// ```swift
+/// let live = try LivePipeline(path: "broadcast.pipe", overrides: ["out.path=/tmp/b.mp4"])
+/// try live.start()
+/// let screen = live.appSource(named: "screen")!
+/// _ = screen.pushNV12(width: w, height: h, y: yPlane, yStride: w, uv: uvPlane, uvStride: w,
+///                     time: seconds, orientation: .up)          // .taken / .dropped / .rejected
+/// screen.finish()
+/// try live.wait()
+/// ```
+public final class LivePipeline: @unchecked Sendable {
+    public struct Invalid: Error, CustomStringConvertible {
+        public let diagnostics: [Diagnostic]
+        public var description: String { diagnostics.map(\.description).joined(separator: "\n") }
+    }
+
+    public let pipeline: CheckedPipeline
+    public let events: EventLog
+    private let run: PipelineRun
+    private let done = DispatchGroup()
+    private let lock = NSLock()
+    private var started = false
+    private var failure: Error?
+    private var sources: [String: AppSource] = [:]
+
+    /// Loads and checks `path`; `overrides` are `NODE.OPTION=VALUE` like `avgraph run --set`.
+    /// Runs in realtime unless the file says otherwise (an `app` source is live).
+    public init(path: String, overrides: [String] = [], events: EventLog = EventLog(output: .none),
+                registry: NodeRegistry = BuiltinNodes.registry()) throws {
+        let parsed = try overrides.map { text -> OptionOverride in
+            guard let o = OptionOverride(parsing: text) else { throw MediaError("override '\(text)' is not NODE.OPTION=VALUE") }
+            return o
+        }
+        let checked = Checker(registry: registry, overrides: parsed).check(path: path)
+        guard checked.isValid else { throw Invalid(diagnostics: checked.diagnostics) }
+        pipeline = checked
+        self.events = events
+        run = try PipelineRun(checked, events: events)
+    }
+
+    /// Starts every node on its own thread and returns at once.
+    public func start() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !started else { return }
+        started = true
+        done.enter()
+        let thread = Thread { [self] in
+            do { try run.run() } catch {
+                lock.lock()
+                failure = error
+                lock.unlock()
+            }
+            done.leave()
+        }
+        thread.name = "avgraph-run"
+        thread.start()
+    }
+
+    /// The push handle of the `app` source called `name` (nil if there is none).
+    public func appSource(named name: String) -> AppSource? {
+        lock.lock()
+        defer { lock.unlock() }
+        if let s = sources[name] { return s }
+        guard let node = run.node(named: name) as? AppSourceNode else { return nil }
+        let s = AppSource(name: name, hub: node.hub)
+        sources[name] = s
+        return s
+    }
+
+    /// Ends the run: sources stop, encoders flush, files are finalized.
+    public func stop() { run.stop(reason: "stop") }
+
+    /// Waits until the run has ended (every `app` source finished, `duration` reached or `stop()`);
+    /// throws the first node failure.
+    public func wait() throws {
+        done.wait()
+        lock.lock()
+        defer { lock.unlock() }
+        if let failure { throw failure }
+    }
+
+    /// Seconds on the pipeline clock.
+    public var clock: Double { run.mediaClock }
+    public func stats() -> [String: Any] { run.statsSnapshot() }
+}
+
+/// Pushes media into one `app` source. Every push copies the buffer once into a pooled frame
+/// and queues it, or refuses it, without ever waiting: safe to call from a capture callback.
+/// `time` is the buffer's timestamp in seconds on the producer's clock (a `CMTime`'s seconds);
+/// nil stamps it on arrival.
+public final class AppSource: @unchecked Sendable {
+    public enum AudioInput: Int, Sendable { case app = 1, mic = 2 }
+
+    public let name: String
+    let hub: IngestHub
+
+    init(name: String, hub: IngestHub) {
+        self.name = name
+        self.hub = hub
+    }
+
+    /// One NV12 picture: a luma plane and an interleaved CbCr plane, each with its stride in bytes.
+    /// `fullRange`: a `420YpCbCr8BiPlanarFullRange` buffer (ReplayKit's usual one).
+    public func pushNV12(width: Int, height: Int, y: UnsafeRawPointer, yStride: Int, uv: UnsafeRawPointer, uvStride: Int,
+                         time: Double?, orientation: Orientation = .up, fullRange: Bool = false) -> PushResult {
+        hub.pushVideo(format: .nv12, width: width, height: height,
+                      planes: [PlaneCopy.Plane(base: y, stride: yStride), PlaneCopy.Plane(base: uv, stride: uvStride)],
+                      time: time, orientation: orientation, fullRange: fullRange)
+    }
+
+    /// One NV12 picture without a copy: the pipeline reads the planes in place and keeps `owner`
+    /// (the object owning them, e.g. a retained pixel buffer) alive until it is done with them.
+    /// The planes must not change until then. Cheapest for full-size screens.
+    public func pushNV12(width: Int, height: Int, y: UnsafeRawPointer, yStride: Int, uv: UnsafeRawPointer, uvStride: Int,
+                         time: Double?, orientation: Orientation = .up, fullRange: Bool = false, owner: AnyObject) -> PushResult {
+        hub.pushBorrowedVideo(format: .nv12, width: width, height: height,
+                              planes: [PlaneCopy.Plane(base: y, stride: yStride), PlaneCopy.Plane(base: uv, stride: uvStride)],
+                              owner: owner, time: time, orientation: orientation, fullRange: fullRange)
+    }
+
+    /// One BGRA picture (4 bytes a pixel, `stride` bytes a row).
+    public func pushBGRA(width: Int, height: Int, data: UnsafeRawPointer, stride: Int, time: Double?,
+                         orientation: Orientation = .up) -> PushResult {
+        hub.pushVideo(format: .bgra, width: width, height: height, planes: [PlaneCopy.Plane(base: data, stride: stride)],
+                      time: time, orientation: orientation)
+    }
+
+    /// One block of interleaved PCM (`s16`, `f32` or `s32`; `bigEndian` as some app audio arrives)
+    /// for the app-audio output (`audio` pad) or the microphone (`mic` pad).
+    public func pushAudio(_ bytes: UnsafeRawBufferPointer, format: PushSampleFormat = .s16, rate: Int, channels: Int,
+                          bigEndian: Bool = false, time: Double?, to input: AudioInput = .app) -> PushResult {
+        guard let base = bytes.baseAddress else { return .rejected }
+        return hub.pushAudio(pad: input.rawValue, bytes: base, byteCount: bytes.count, format: format, bigEndian: bigEndian,
+                             rate: rate, channels: channels, time: time)
+    }
+
+    /// The producer is done: what is queued still goes through, then the source ends.
+    public func finish() { hub.finish() }
+
+    /// Buffers dropped by policy so far.
+    public var dropped: (video: Int, audio: Int) { hub.queue.counts }
+}

@@ -1,0 +1,262 @@
+import AVGraph
+import Foundation
+
+/// Media sent by another process over a unix socket, in the framing of docs/INGEST.md (a
+/// broadcast extension handing its sample buffers to a host process). One producer at a time;
+/// a producer that disconnects and comes back continues the output timeline (its timestamps
+/// are anchored again where it reconnects; `fps` covers the gap). A malformed message closes
+/// that connection with a warning; the pipeline goes on and waits for the next producer. An
+/// `end` message ends the source (the broadcast finished).
+public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
+    public static let typeName = "socket"
+    public static let summary = "media from another process over a unix socket (docs/INGEST.md)"
+    public static let outputs = [
+        PadSpec("video", [.rawVideo], doc: "received pictures (their own size and layout, orientation tag), pts in µs"),
+        PadSpec("app", [.rawAudio], doc: "received app audio, at audio-rate/audio-channels"),
+        PadSpec("mic", [.rawAudio], doc: "received microphone audio, at audio-rate/audio-channels"),
+    ]
+    public static let options: [OptionSpec] = [
+        OptionSpec("path", .string, required: true, doc: "unix socket to listen on (created owner-only; a stale one is replaced)"),
+        OptionSpec("idle-warning", .duration(0.1...3600), default: "5s",
+                   doc: "while no producer is connected, warn this often that the source is waiting"),
+    ] + IngestOptions.common(drop: .oldest)
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        guard let path = n.path("path"), !path.isEmpty else { throw NegotiationError("missing path", option: "path") }
+        if path.utf8.count >= 108 {
+            throw NegotiationError("socket path is longer than 107 bytes", option: "path", hint: "use a shorter path, e.g. under /tmp")
+        }
+        return try IngestOptions.negotiate(n)
+    }
+
+    let hub: IngestHub
+    let emitter: IngestEmitter
+    let receiver: SocketReceiver
+    let duration: Double?
+    let idleWarning: Double
+    var announced = false
+    var lastWarning = 0.0
+
+    public init(_ setup: NodeSetup) throws {
+        hub = IngestOptions.hub(setup.options, defaultDrop: .oldest)
+        emitter = IngestEmitter(hub: hub, outputs: setup.outputs)
+        duration = setup.duration
+        idleWarning = setup.options.duration("idle-warning") ?? 5
+        receiver = try SocketReceiver(path: setup.path("path") ?? "", hub: hub)
+        receiver.start()
+    }
+
+    public func produce(_ out: Outlet) throws -> Bool {
+        if !announced {
+            announced = true
+            lastWarning = out.clock
+            out.event("listening", ["path": receiver.path])
+        }
+        report(out)
+        if let duration, out.clock >= duration { return false }
+        switch hub.queue.next(timeout: 0.05) {
+        case .item(let item): try emitter.emit(item, out)
+        case .timeout:
+            emitter.reportDrops(out)
+            if !receiver.isConnected && out.clock - lastWarning >= idleWarning {
+                lastWarning = out.clock
+                out.warning("waiting for a producer on \(receiver.path)", ["path": receiver.path])
+            }
+        case .ended: return false
+        }
+        if receiver.isConnected { lastWarning = out.clock }
+        return !out.reachedEnd
+    }
+
+    private func report(_ out: Outlet) {
+        for note in receiver.takeNotes() {
+            if note.warning { out.warning(note.message, note.fields) } else { out.event("producer", note.fields.merging(["message": note.message]) { a, _ in a }) }
+        }
+    }
+
+    public func finish(_ out: Outlet) throws {
+        receiver.stop()
+        report(out)
+        hub.finish()
+        emitter.reportDrops(out)
+    }
+
+    public func abort() {
+        receiver.stop()
+        hub.finish()
+    }
+}
+
+/// The socket's reader thread: accepts producers, reads whole messages without blocking the
+/// pipeline (non-blocking reads, a poll of 100 ms so it can stop), hands them to the hub.
+final class SocketReceiver: @unchecked Sendable {
+    struct Note { var warning: Bool; var message: String; var fields: [String: Any] }
+
+    let path: String
+    private let hub: IngestHub
+    private var listener: Int32
+    private var connection: Int32 = -1
+    private var session = 0
+    private let lock = NSLock()
+    private var notes: [Note] = []
+    private var stopped = false
+    private var connected = false
+    private let done = DispatchSemaphore(value: 0)
+    private var started = false
+
+    private var header = [UInt8](repeating: 0, count: IngestFraming.headerSize)
+    private var headerFill = 0
+    private var current: IngestFraming.Header?
+    private var payload = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 64)
+    private var payloadCapacity = 1
+    private var payloadFill = 0
+    private var messages = 0
+
+    init(path: String, hub: IngestHub) throws {
+        self.path = path
+        self.hub = hub
+        listener = try UnixSocket.listen(path: path)
+    }
+
+    deinit { payload.deallocate() }
+
+    func start() {
+        started = true
+        let t = Thread { [self] in
+            loop()
+            done.signal()
+        }
+        t.name = "socket-reader"
+        t.start()
+    }
+
+    func stop() {
+        lock.lock()
+        let first = !stopped
+        stopped = true
+        lock.unlock()
+        if first && started { done.wait() }
+    }
+
+    var isConnected: Bool { lock.lock(); defer { lock.unlock() }; return connected }
+    private var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
+
+    func takeNotes() -> [Note] {
+        lock.lock()
+        defer { lock.unlock() }
+        let n = notes
+        notes.removeAll()
+        return n
+    }
+
+    private func note(_ warning: Bool, _ message: String, _ fields: [String: Any] = [:]) {
+        lock.lock()
+        notes.append(Note(warning: warning, message: message, fields: fields))
+        lock.unlock()
+    }
+
+    private func loop() {
+        while !isStopped {
+            let fds = connection >= 0 ? [listener, connection] : [listener]
+            let ready = UnixSocket.readable(fds, timeout: 0.1)
+            if ready[0], let c = UnixSocket.accept(listener) {
+                if connection >= 0 { drop("a new producer connected; the previous connection was closed", warning: true) }
+                connection = c
+                session += 1
+                messages = 0
+                headerFill = 0
+                current = nil
+                lock.lock()
+                connected = true
+                lock.unlock()
+                note(false, "producer connected", ["state": "connected", "session": session])
+            }
+            if connection >= 0 && ready.count > 1 && ready[1] { readAvailable() }
+        }
+        if connection >= 0 { drop("source stopped", warning: false) }
+        close(listener)
+        unlink(path)
+    }
+
+    private func drop(_ reason: String, warning: Bool) {
+        close(connection)
+        connection = -1
+        current = nil
+        headerFill = 0
+        lock.lock()
+        connected = false
+        lock.unlock()
+        note(warning, reason, ["state": "disconnected", "session": session, "messages": messages])
+    }
+
+    /// Reads what the producer has sent, a few MB at most per call.
+    private func readAvailable() {
+        var budget = 16 << 20
+        while budget > 0 && connection >= 0 {
+            let n: Int
+            if let h = current {
+                n = UnixSocket.read(connection, into: payload + payloadFill, count: h.payloadSize - payloadFill)
+            } else {
+                n = header.withUnsafeMutableBytes { UnixSocket.read(connection, into: $0.baseAddress! + headerFill, count: IngestFraming.headerSize - headerFill) }
+            }
+            if n == -1 { return }
+            if n == 0 { drop(current == nil && headerFill == 0 ? "producer disconnected" : "producer disconnected mid-message", warning: false); return }
+            if n < 0 { drop("read error: \(String(cString: strerror(errno)))", warning: true); return }
+            budget -= n
+            if let h = current {
+                payloadFill += n
+                if payloadFill == h.payloadSize {
+                    current = nil
+                    headerFill = 0
+                    deliver(h)
+                }
+            } else {
+                headerFill += n
+                guard headerFill == IngestFraming.headerSize else { continue }
+                do {
+                    let h = try header.withUnsafeBytes { try IngestFraming.parse($0) }
+                    if h.payloadSize == 0 {
+                        headerFill = 0
+                        deliver(h)
+                    } else {
+                        if h.payloadSize > payloadCapacity {
+                            payload.deallocate()
+                            payload = .allocate(byteCount: h.payloadSize, alignment: 64)
+                            payloadCapacity = h.payloadSize
+                        }
+                        payloadFill = 0
+                        current = h
+                    }
+                } catch {
+                    drop("malformed message from the producer (\(error)); connection closed", warning: true)
+                    return
+                }
+            }
+        }
+    }
+
+    private func deliver(_ h: IngestFraming.Header) {
+        messages += 1
+        let time = Double(h.timestamp) / 1e6
+        switch h.type {
+        case .video:
+            let format = PushPixelFormat(rawValue: h.format)!
+            guard let layout = PixelLayout(format.av) else { return }
+            var planes: [PlaneCopy.Plane] = []
+            var offset = 0
+            for (rowBytes, rows) in PlaneCopy.packedPlaneSizes(layout: layout, width: h.a, height: h.b) {
+                planes.append(PlaneCopy.Plane(base: UnsafeRawPointer(payload + offset), stride: rowBytes))
+                offset += rowBytes * rows
+            }
+            _ = hub.pushVideo(format: format, width: h.a, height: h.b, planes: planes, time: time, orientation: h.orientation,
+                              session: session)
+        case .app, .mic:
+            _ = hub.pushAudio(pad: h.type == .app ? 1 : 2, bytes: payload, byteCount: h.payloadSize,
+                              format: PushSampleFormat(rawValue: h.format)!, bigEndian: h.bigEndian, rate: h.a, channels: h.b,
+                              time: time, session: session)
+        case .end:
+            note(false, "producer ended the broadcast", ["state": "ended", "session": session])
+            hub.finish()
+        }
+    }
+}
