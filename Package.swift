@@ -30,7 +30,7 @@ let package = Package(
         .systemLibrary(
             name: "CFFmpeg",
             pkgConfig: "libavformat",
-            providers: [.apt(["libavcodec-dev", "libavformat-dev", "libavutil-dev", "libswscale-dev", "libswresample-dev"])]
+            providers: [.apt(["libavcodec-dev", "libavformat-dev", "libavutil-dev", "libswscale-dev", "libswresample-dev", "libavdevice-dev"])]
         ),
         .target(name: "AVGraph", dependencies: ["CFFmpeg", "Yams"]),
         .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg"]),

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavdevice/avdevice.h>
 #include <libavutil/avutil.h>
 #include <libavutil/audio_fifo.h>
 #include <libavutil/channel_layout.h>

@@ -26,6 +26,8 @@ public indirect enum OptionType: Sendable {
     /// How a network sink retries: `{attempts: 10, backoff: 1s..30s}` (exponential, from the first
     /// delay doubling up to the last).
     case retry
+    /// A rectangle of a screen, `x,y,WxH` (the `screen` source's `region`).
+    case region
 
     public var name: String {
         switch self {
@@ -48,6 +50,7 @@ public indirect enum OptionType: Sendable {
         case .loop: return "bool|count"
         case .perInput(let t): return "map input -> \(t.name)"
         case .retry: return "{attempts: N, backoff: MIN..MAX}"
+        case .region: return "x,y,WxH"
         }
     }
 
