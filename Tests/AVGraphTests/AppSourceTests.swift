@@ -228,6 +228,52 @@ final class AppSourceTests: XCTestCase {
         XCTAssertGreaterThan(TestSupport.toneLevel(samples[24000..<72000], freq: 440, rate: 48000), 0.15, "big-endian audio garbled")
     }
 
+    /// One source feeding the mixer twice (`phone.audio`, `phone.mic`): options name each input by `node.pad`.
+    func testMixerTellsTwoPadsOfOneSourceApart() throws {
+        let dir = TestSupport.scratch()
+        try """
+        realtime: false
+        nodes:
+          phone: {type: app, size: 64x64}
+          still: {type: null, in: phone.video}
+          mix:   {type: mixer, in: [phone.audio, phone.mic], rate: 48000, mute: {phone.mic: true}, gain: {phone.audio: 0.5}}
+          audio: {type: aac, in: mix}
+          out:   {type: file, in: audio, path: out.mp4, overwrite: true}
+        """.write(toFile: dir + "/app.pipe", atomically: true, encoding: .utf8)
+        let live = try LivePipeline(path: dir + "/app.pipe", registry: TestSupport.registry)
+        live.start()
+        let phone = try XCTUnwrap(live.appSource(named: "phone"))
+        var app = [Int16](repeating: 0, count: 2048), mic = [Int16](repeating: 0, count: 1024)
+        for block in 0..<94 {  // 2 s of 1024-sample blocks at 48 kHz
+            for k in 0..<1024 {
+                let t = Double(block * 1024 + k) / 48000
+                app[2 * k] = Int16(16000 * sin(2 * Double.pi * 440 * t)); app[2 * k + 1] = app[2 * k]
+                mic[k] = Int16(16000 * sin(2 * Double.pi * 880 * t))
+            }
+            let time = Double(block) * 1024 / 48000
+            while app.withUnsafeBytes({ phone.pushAudio($0, rate: 48000, channels: 2, time: time) }) == .dropped { usleep(2000) }
+            while mic.withUnsafeBytes({ phone.pushAudio($0, rate: 48000, channels: 1, time: time, to: .mic) }) == .dropped { usleep(2000) }
+        }
+        phone.finish()
+        try live.wait()
+        let samples = try TestSupport.decodeAudio(dir + "/out.mp4", rate: 48000, channel: 0)
+        XCTAssertGreaterThan(samples.count, 80_000)
+        let app440 = TestSupport.toneLevel(samples[24000..<72000], freq: 440, rate: 48000)
+        let mic880 = TestSupport.toneLevel(samples[24000..<72000], freq: 880, rate: 48000)
+        XCTAssertEqual(app440, 0.5 * 16000 / 32768, accuracy: 0.06, "phone.audio at gain 0.5")
+        XCTAssertLessThan(mic880, 0.01, "phone.mic muted")
+
+        let checked = TestSupport.check("""
+        nodes:
+          phone: {type: app}
+          still: {type: null, in: phone.video}
+          mix:   {type: mixer, in: [phone.audio, phone.mic], gain: {phone.mik: 2}}
+          out:   {type: null, in: mix}
+        """, in: dir)
+        let message = checked.diagnostics.map(\.description).joined(separator: "\n")
+        XCTAssertTrue(message.contains("'phone.mik' in 'gain' is not an input of this mixer (inputs: phone.audio, phone.mic)"), message)
+    }
+
     enum Graph { case full, light }
 
     @discardableResult

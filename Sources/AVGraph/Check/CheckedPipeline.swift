@@ -16,6 +16,8 @@ public struct Connection: Sendable {
     public var pad: String
     public var from: String
     public var fromOutput: Int
+    /// The name of that output pad (`app` of `phone.app`).
+    public var fromPad: String = ""
     public var location: SourceLocation
     public var format: StreamFormat?
 }

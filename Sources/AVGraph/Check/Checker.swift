@@ -382,7 +382,7 @@ private struct Pass {
                     error(r.at, "'\(r.ref)' is connected to '\(node.name)' twice")
                     continue
                 }
-                connections.append(Connection(pad: pad.name, from: upstream, fromOutput: outIndex, location: r.at, format: nil))
+                connections.append(Connection(pad: pad.name, from: upstream, fromOutput: outIndex, fromPad: outs[outIndex].name, location: r.at, format: nil))
             }
             result.nodes[idx].inputs = connections
         }
@@ -449,7 +449,7 @@ private struct Pass {
                     guard let up = result.node(c.from), c.fromOutput < up.outputs.count else { continue }
                     let f = up.outputs[c.fromOutput]
                     result.nodes[idx].inputs[ci].format = f
-                    inputs.append(.init(pad: c.pad, from: c.from, format: f))
+                    inputs.append(.init(pad: c.pad, from: c.from, fromPad: c.fromPad, format: f))
                 }
                 let n = Negotiation(nodeName: node.name, options: node.options, inputs: inputs,
                                     baseDirectory: result.baseDirectory, realtime: result.realtime)

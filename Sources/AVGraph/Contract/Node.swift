@@ -4,7 +4,23 @@ public struct Negotiation: Sendable {
         public var pad: String
         /// The upstream node's name (how `mixer`'s `gain: {mic: 1.5}` names it).
         public var from: String
+        /// The upstream output pad's name; empty when not known (a harness without pads).
+        public var fromPad: String = ""
         public var format: StreamFormat
+
+        public init(pad: String, from: String, fromPad: String = "", format: StreamFormat) {
+            self.pad = pad
+            self.from = from
+            self.fromPad = fromPad
+            self.format = format
+        }
+
+        /// `node.pad`, which tells apart two inputs from one node (`phone.app`, `phone.mic`).
+        public var qualifiedName: String { fromPad.isEmpty ? from : "\(from).\(fromPad)" }
+
+        /// Whether `key` (of a per-input option like mixer's `gain`) means this input:
+        /// the upstream node's name, or `node.pad`.
+        public func isNamed(_ key: String) -> Bool { key == from || key == qualifiedName }
     }
 
     public var nodeName: String

@@ -92,7 +92,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                 if let own = n.options.duration("duration"), own > 0 { durationLimit = min(durationLimit ?? own, own) }
                 let setup = NodeSetup(
                     name: n.name, options: n.options,
-                    inputs: n.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, format: $0.format!) },
+                    inputs: n.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, fromPad: $0.fromPad, format: $0.format!) },
                     outputs: n.outputs, baseDirectory: pipeline.baseDirectory, realtime: realtime, duration: durationLimit,
                     consumersStandUpright: n.outputs.indices.map { o in
                         let consumers = pipeline.nodes.filter { c in c.inputs.contains { $0.from == n.name && $0.fromOutput == o } }

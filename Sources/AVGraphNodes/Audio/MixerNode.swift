@@ -17,8 +17,8 @@ public final class MixerNode: Node, @unchecked Sendable {
     public static let options: [OptionSpec] = [
         OptionSpec("rate", .int(8000...384_000), default: "48000", doc: "output sample rate in Hz"),
         OptionSpec("channels", .int(1...8), default: "2", doc: "output channel count (a mono input feeds every channel)"),
-        OptionSpec("gain", .perInput(.gain), live: true, doc: "gain per input, by upstream node name: {mic: 1.5, app: -6dB}"),
-        OptionSpec("mute", .perInput(.bool), live: true, doc: "mute per input, by upstream node name: {mic: true}"),
+        OptionSpec("gain", .perInput(.gain), live: true, doc: "gain per input, by upstream node name (or node.pad): {mic: 1.5, app: -6dB, phone.mic: 2}"),
+        OptionSpec("mute", .perInput(.bool), live: true, doc: "mute per input, by upstream node name (or node.pad): {mic: true}"),
         OptionSpec("latency", .duration(0.02...5), default: "150ms",
                    doc: "realtime runs: how far behind the clock output is forced out, filling late inputs with silence"),
         OptionSpec("tolerance", .duration(0...1), default: "20ms",
@@ -28,11 +28,11 @@ public final class MixerNode: Node, @unchecked Sendable {
     ]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        let names = n.inputs.map(\.from)
+        let names = inputNames(n.inputs)
         for option in ["gain", "mute"] {
-            for key in n.options.perInput(option).keys.sorted() where !names.contains(key) {
+            for key in n.options.perInput(option).keys.sorted() where !n.inputs.contains(where: { $0.isNamed(key) }) {
                 throw NegotiationError("'\(key)' in '\(option)' is not an input of this mixer (inputs: \(names.joined(separator: ", ")))",
-                                       option: option, hint: Suggest.hint(for: key, in: names) ?? "use the upstream node names listed in 'in:'")
+                                       option: option, hint: Suggest.hint(for: key, in: names) ?? "use the names listed in 'in:' (node, or node.pad)")
             }
         }
         for input in n.inputs {
@@ -67,7 +67,8 @@ public final class MixerNode: Node, @unchecked Sendable {
         var muted = false
         /// The gain used at the end of the last block; a change ramps from it over one block.
         var currentGain = 1.0
-        init(name: String) { self.name = name }
+        let source: Negotiation.Input
+        init(_ source: Negotiation.Input, name: String) { self.source = source; self.name = name }
         var started: Bool { expected != nil }
         var target: Double { muted ? 0 : gain }
     }
@@ -94,14 +95,14 @@ public final class MixerNode: Node, @unchecked Sendable {
         tolerance = (o.duration("tolerance") ?? 0.02) * Double(rate)
         lead = Int64((o.duration("lead") ?? 0.5) * Double(rate))
         pool = try AudioFramePool(format: AV_SAMPLE_FMT_FLTP, channels: channels, sampleRate: rate, capacity: block)
-        inputs = setup.inputs.map { Input(name: $0.from) }
+        inputs = zip(setup.inputs, Self.inputNames(setup.inputs)).map { Input($0, name: $1) }
         for (i, input) in inputs.enumerated() {
             let f = setup.inputs[i].format
             if let s = try? AudioShape(f), s != shape { input.resampler = try Resampler(from: s, to: shape) }
         }
-        for (name, v) in o.perInput("gain") { if case .number(let g) = v { for i in inputs where i.name == name { i.gain = g; i.currentGain = g } } }
+        for (name, v) in o.perInput("gain") { if case .number(let g) = v { for i in inputs where i.source.isNamed(name) { i.gain = g; i.currentGain = g } } }
         for (name, v) in o.perInput("mute") {
-            if case .bool(let m) = v { for i in inputs where i.name == name { i.muted = m; i.currentGain = i.target } }
+            if case .bool(let m) = v { for i in inputs where i.source.isNamed(name) { i.muted = m; i.currentGain = i.target } }
         }
     }
 
@@ -289,7 +290,7 @@ public final class MixerNode: Node, @unchecked Sendable {
             try validate(map.keys, option)
             for (name, v) in map {
                 guard case .number(let g) = v else { throw MediaError("gain for '\(name)' must be a gain like -6dB or 0.5") }
-                for i in inputs where i.name == name { i.gain = g }
+                for i in inputs where i.source.isNamed(name) { i.gain = g }
             }
         case ("gain", .number(let g)):
             for i in inputs { i.gain = g }
@@ -297,7 +298,7 @@ public final class MixerNode: Node, @unchecked Sendable {
             try validate(map.keys, option)
             for (name, v) in map {
                 guard case .bool(let m) = v else { throw MediaError("mute for '\(name)' must be true or false") }
-                for i in inputs where i.name == name { i.muted = m }
+                for i in inputs where i.source.isNamed(name) { i.muted = m }
             }
         case ("mute", .bool(let m)):
             for i in inputs { i.muted = m }
@@ -309,9 +310,14 @@ public final class MixerNode: Node, @unchecked Sendable {
         applied.append((option, value.text))
     }
 
+    /// How the inputs are named to a user: by upstream node, or `node.pad` where one node feeds several.
+    static func inputNames(_ inputs: [Negotiation.Input]) -> [String] {
+        inputs.map { i in inputs.filter { $0.from == i.from }.count > 1 ? i.qualifiedName : i.from }
+    }
+
     private func validate(_ names: Dictionary<String, OptionValue>.Keys, _ option: String) throws {
-        let known = inputs.map(\.name)
-        for name in names where !known.contains(name) {
+        let known = Self.inputNames(inputs.map(\.source))
+        for name in names where !inputs.contains(where: { $0.source.isNamed(name) }) {
             let hint = Suggest.hint(for: name, in: known).map { "; \($0)" } ?? ""
             throw MediaError("'\(option)': the mixer has no input '\(name)' (inputs: \(known.joined(separator: ", ")))\(hint)")
         }
