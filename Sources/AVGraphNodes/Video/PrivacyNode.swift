@@ -31,7 +31,9 @@ final class PrivacyNode: Node, @unchecked Sendable {
 
     struct Geometry: Hashable { var width: Int, height: Int, format: Int32 }
 
-    let image: Frame
+    let imagePath: String
+    /// The decoded image, kept only while a picture of a geometry not prepared for may arrive.
+    var image: Frame?
     let schedule: [TimeSpan]
     var enabled: Bool
     var pendingEnabled: Bool?
@@ -39,9 +41,18 @@ final class PrivacyNode: Node, @unchecked Sendable {
 
     init(_ setup: NodeSetup) throws {
         guard let path = setup.path("image") else { throw MediaError("missing image") }
-        image = try ImageLoader.load(path)
+        imagePath = path
+        let loaded = try ImageLoader.load(path)
         schedule = setup.options.spans("schedule")
         enabled = setup.options.bool("enabled")
+        // The card for the negotiated picture is made now, so switching privacy on costs nothing
+        // at that moment; with a fixed size no other card is needed and the decoded image goes.
+        if let f = setup.inputs.first?.format, f.width > 0, f.height > 0, let format = PixelLayout.format(named: f.pixelFormat) {
+            let key = Geometry(width: f.width, height: f.height, format: format.rawValue)
+            cards[key] = try Self.makeCard(from: loaded, for: key)
+            if !f.sizeVaries { return }
+        }
+        image = loaded
     }
 
     func set(option: String, to value: OptionValue) throws {
@@ -75,24 +86,36 @@ final class PrivacyNode: Node, @unchecked Sendable {
     private func card(for frame: Frame) throws -> Frame {
         let key = Geometry(width: frame.width, height: frame.height, format: frame.av.pointee.format)
         if let c = cards[key] { return c }
-        guard let layout = PixelLayout(frame.pixelFormat) else { throw MediaError("cannot draw the card in pixel format \(key.format)") }
-        let card = Frame(timeBase: frame.timeBase)
-        card.av.pointee.width = Int32(frame.width)
-        card.av.pointee.height = Int32(frame.height)
+        let source: Frame
+        if let image { source = image } else {
+            source = try ImageLoader.load(imagePath)
+            image = source
+        }
+        let card = try Self.makeCard(from: source, for: key)
+        // A stream that keeps turning would otherwise collect cards; keep the few recent geometries.
+        if cards.count >= 4 { cards.removeAll() }
+        cards[key] = card
+        return card
+    }
+
+    /// The image fitted into a picture of `key`'s geometry, black bars around it (timestamps are set per use).
+    private static func makeCard(from image: Frame, for key: Geometry) throws -> Frame {
+        let pixelFormat = AVPixelFormat(rawValue: key.format)
+        guard let layout = PixelLayout(pixelFormat) else { throw MediaError("cannot draw the card in pixel format \(key.format)") }
+        let card = Frame(timeBase: Rational(1, 1))
+        card.av.pointee.width = Int32(key.width)
+        card.av.pointee.height = Int32(key.height)
         card.av.pointee.format = key.format
         try AVFailure.check(av_frame_get_buffer(card.av, 32), "av_frame_get_buffer")
         card.tagBT709Limited()
         let imageAlign = PixelLayout(image.pixelFormat)?.alignment ?? 1
         let place = Placement.place(inWidth: image.width, inHeight: image.height, inAlign: imageAlign,
-                                    outWidth: frame.width, outHeight: frame.height, outAlign: layout.alignment, mode: .fit)
+                                    outWidth: key.width, outHeight: key.height, outAlign: layout.alignment, mode: .fit)
         let color = Scaler.colorDetails(of: image)
         let scaler = try Scaler(from: image.width, image.height, image.pixelFormat, to: place.target.width, place.target.height, layout.format,
                                 quality: .bicubic, sourceFullRange: color.fullRange, sourceMatrix: color.matrix)
         try scaler.scale(image, place.source, into: card, place.target)
         card.fill(around: place.target, with: layout.elements(for: RGB(r: 0, g: 0, b: 0)), layout: layout)
-        // A stream that keeps turning would otherwise collect cards; keep the few recent geometries.
-        if cards.count >= 4 { cards.removeAll() }
-        cards[key] = card
         return card
     }
 }
