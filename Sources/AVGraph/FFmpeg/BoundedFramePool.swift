@@ -63,21 +63,7 @@ public final class BoundedFramePool: @unchecked Sendable {
     /// A writable picture, or nil when all `limit` buffers are in use downstream.
     public func frame(timeBase: Rational, orientation: Orientation = .up) -> Frame? {
         guard let buf = av_buffer_pool_get(pool) else { return nil }
-        guard let av = av_frame_alloc() else {
-            var b: UnsafeMutablePointer<AVBufferRef>? = buf
-            av_buffer_unref(&b)
-            return nil
-        }
-        av.pointee.width = Int32(width)
-        av.pointee.height = Int32(height)
-        av.pointee.format = pixelFormat.rawValue
-        av.pointee.buf.0 = buf
-        av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
-        let frame = Frame(owning: av, timeBase: timeBase, orientation: orientation)
-        let data = frame.dataPointers
-        let code = av_image_fill_arrays(data, frame.lineSizes, buf.pointee.data, pixelFormat, Int32(width), Int32(height), Int32(alignment))
-        guard code >= 0 else { return nil }
-        av.pointee.extended_data = data
-        return frame
+        return try? Frame.picture(over: buf, data: buf.pointee.data, width: width, height: height, format: pixelFormat,
+                                  alignment: alignment, timeBase: timeBase, orientation: orientation)
     }
 }

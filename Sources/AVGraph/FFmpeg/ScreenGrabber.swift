@@ -133,16 +133,10 @@ public final class ScreenGrabber {
         guard need > 0, packet.pointee.size >= need, let buf = packet.pointee.buf else {
             throw MediaError("X display '\(display)' gave a picture of \(packet.pointee.size) bytes, expected \(need)")
         }
-        let frame = Frame(timeBase: timeBase)
+        guard let ref = av_buffer_ref(buf) else { throw MediaError("out of memory (av_buffer_ref)") }
+        let frame = try Frame.picture(over: ref, data: packet.pointee.data, width: width, height: height, format: pixelFormat,
+                                      alignment: 1, timeBase: timeBase)
         let av = frame.av
-        av.pointee.width = Int32(width)
-        av.pointee.height = Int32(height)
-        av.pointee.format = pixelFormat.rawValue
-        av.pointee.buf.0 = av_buffer_ref(buf)
-        av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
-        try AVFailure.check(av_image_fill_arrays(frame.dataPointers, frame.lineSizes, packet.pointee.data, pixelFormat,
-                                                 Int32(width), Int32(height), 1), "av_image_fill_arrays")
-        av.pointee.extended_data = frame.dataPointers
         let pts = packet.pointee.pts != avg_nopts() ? packet.pointee.pts
             : Rational.rescale(Int64(Date().timeIntervalSince1970 * 1e6), from: Rational(1, 1_000_000), to: timeBase)
         if firstPts == nil { firstPts = pts }

@@ -46,27 +46,8 @@ public final class VideoFramePool: @unchecked Sendable {
     /// A writable picture (its contents are whatever the buffer last held).
     public func frame(timeBase: Rational, orientation: Orientation = .up) throws -> Frame {
         guard let buf = av_buffer_pool_get(pool) else { throw MediaError("out of memory for a \(width)x\(height) picture") }
-        guard let av = av_frame_alloc() else {
-            var b: UnsafeMutablePointer<AVBufferRef>? = buf
-            av_buffer_unref(&b)
-            throw MediaError("av_frame_alloc failed")
-        }
-        av.pointee.width = Int32(width)
-        av.pointee.height = Int32(height)
-        av.pointee.format = pixelFormat.rawValue
-        av.pointee.buf.0 = buf
-        av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
-        let frame = Frame(owning: av, timeBase: timeBase, orientation: orientation)
-        let data = frame.dataPointers
-        let code = withUnsafeMutablePointer(to: &av.pointee.linesize) { ls in
-            ls.withMemoryRebound(to: Int32.self, capacity: 8) { lines in
-                av_image_fill_arrays(data, lines, buf.pointee.data, pixelFormat, Int32(width), Int32(height), Int32(alignment))
-            }
-        }
-        try AVFailure.check(code, "av_image_fill_arrays")
-        // FFmpeg's ref/clone code treats a video frame as one whose extended_data is its data array.
-        av.pointee.extended_data = data
-        return frame
+        return try Frame.picture(over: buf, data: buf.pointee.data, width: width, height: height, format: pixelFormat,
+                                 alignment: alignment, timeBase: timeBase, orientation: orientation)
     }
 }
 

@@ -181,22 +181,8 @@ final class MappedFile: @unchecked Sendable {
             Unmanaged<MappedFile>.fromOpaque(opaque).release()
             throw MediaError("out of memory (av_buffer_create)")
         }
-        guard let av = av_frame_alloc() else {
-            var b: UnsafeMutablePointer<AVBufferRef>? = buf
-            av_buffer_unref(&b)
-            throw MediaError("av_frame_alloc failed")
-        }
-        av.pointee.width = Int32(width)
-        av.pointee.height = Int32(height)
-        av.pointee.format = format.rawValue
-        av.pointee.buf.0 = buf
-        av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
-        let frame = Frame(owning: av, timeBase: timeBase, orientation: orientation)
-        let planes = frame.dataPointers
-        let code = av_image_fill_arrays(planes, frame.lineSizes, data, format, Int32(width), Int32(height), 1)
-        try AVFailure.check(code, "av_image_fill_arrays")
-        av.pointee.extended_data = planes
-        return frame
+        return try Frame.picture(over: buf, data: data, width: width, height: height, format: format,
+                                 alignment: 1, timeBase: timeBase, orientation: orientation)
     }
 
     /// A picture is done with: its whole pages leave the process (they come back from the page
