@@ -123,6 +123,22 @@ enum CLI {
     }
 
     /// Decodes the first channel of the audio to float at `rate` (a downmix would change levels).
+    /// testsrc's marker (a bright square in its top-left corner) must be in the top-left corner of
+    /// `content` (the picture's rectangle inside a gray frame `width` wide) and in no other corner.
+    static func assertMarkerTopLeft(_ frame: [UInt8], width: Int, content rect: (x: Int, y: Int, w: Int, h: Int), _ what: String,
+                                    file: StaticString = #filePath, line: UInt = #line) {
+        func mean(_ cx: Double, _ cy: Double) -> Double {
+            let side = Double(min(rect.w, rect.h)) / 10
+            let x0 = rect.x + Int(cx * Double(rect.w) - side / 2), y0 = rect.y + Int(cy * Double(rect.h) - side / 2)
+            var sum = 0, n = 0
+            for y in y0..<(y0 + Int(side)) { for x in x0..<(x0 + Int(side)) { sum += Int(frame[y * width + x]); n += 1 } }
+            return Double(sum) / Double(n)
+        }
+        let tl = mean(0.06, 0.06), tr = mean(0.94, 0.06), bl = mean(0.06, 0.94), br = mean(0.94, 0.94)
+        XCTAssertGreaterThan(tl, 180, "\(what): marker not top-left (tl \(tl) tr \(tr) bl \(bl) br \(br))", file: file, line: line)
+        XCTAssertLessThan(max(tr, bl, br), 100, "\(what): another corner is bright (tl \(tl) tr \(tr) bl \(bl) br \(br))", file: file, line: line)
+    }
+
     static func samples(_ path: String, rate: Int = 44100) throws -> [Float] {
         let data = try capture(["ffmpeg", "-v", "error", "-i", path, "-map", "0:a:0", "-af", "pan=mono|c0=c0", "-ar", "\(rate)",
                                 "-f", "f32le", "-"])
