@@ -105,12 +105,7 @@ final class IngestHub: @unchecked Sendable {
     /// Copies one picture into a pooled frame and queues it. Never waits.
     func pushVideo(format: PushPixelFormat, width: Int, height: Int, planes: [PlaneCopy.Plane], time: Double?,
                    orientation: Orientation, fullRange: Bool = false, session: Int = 0) -> PushResult {
-        let needed = format == .bgra ? 1 : format == .nv12 ? 2 : 3
-        guard width > 0, height > 0, width <= Self.maxDimension, height <= Self.maxDimension, planes.count >= needed else {
-            return .rejected
-        }
-        if format != .bgra && (width % 2 != 0 || height % 2 != 0) { return .rejected }
-        if let time, !time.isFinite { return .rejected }
+        guard Self.isValidPicture(format, width: width, height: height, planes: planes, time: time) else { return .rejected }
         guard queue.hasRoomForVideo() else { queue.noteDropped(pad: 0); return .dropped }
         guard let (pool, layout) = try? videoPool(width: width, height: height, format: format.av),
               let frame = pool.frame(timeBase: Rational(1, 1_000_000), orientation: orientation) else {
@@ -118,10 +113,7 @@ final class IngestHub: @unchecked Sendable {
             return .dropped
         }
         PlaneCopy.copyPicture(planes, into: frame, layout: layout)
-        if format != .bgra {
-            frame.tagBT709Limited()
-            if fullRange { frame.av.pointee.color_range = AVCOL_RANGE_JPEG }
-        }
+        Self.tagColor(frame, format, fullRange: fullRange)
         let item = IngestQueue.Item(pad: 0, frame: frame, sourceTime: time, arrival: Monotonic.now, session: session)
         return queue.push(item) ? .taken : .dropped
     }
@@ -130,20 +122,29 @@ final class IngestHub: @unchecked Sendable {
     /// `owner` alive until the pipeline lets go of the picture. Never waits.
     func pushBorrowedVideo(format: PushPixelFormat, width: Int, height: Int, planes: [PlaneCopy.Plane], owner: AnyObject,
                            time: Double?, orientation: Orientation, fullRange: Bool = false) -> PushResult {
-        let needed = format == .bgra ? 1 : format == .nv12 ? 2 : 3
-        guard width > 0, height > 0, width <= Self.maxDimension, height <= Self.maxDimension, planes.count >= needed else {
-            return .rejected
-        }
-        if format != .bgra && (width % 2 != 0 || height % 2 != 0) { return .rejected }
+        guard Self.isValidPicture(format, width: width, height: height, planes: planes, time: time) else { return .rejected }
         guard queue.hasRoomForVideo() else { queue.noteDropped(pad: 0); return .dropped }
         guard let frame = BorrowedPicture.frame(width: width, height: height, format: format.av, planes: planes, owner: owner,
                                                 timeBase: Rational(1, 1_000_000), orientation: orientation) else { return .dropped }
-        if format != .bgra {
-            frame.tagBT709Limited()
-            if fullRange { frame.av.pointee.color_range = AVCOL_RANGE_JPEG }
-        }
+        Self.tagColor(frame, format, fullRange: fullRange)
         let item = IngestQueue.Item(pad: 0, frame: frame, sourceTime: time, arrival: Monotonic.now, session: 0)
         return queue.push(item) ? .taken : .dropped
+    }
+
+    /// What a push must give for a picture to be taken at all: a sane size (even for YUV), the
+    /// format's planes, a finite time.
+    private static func isValidPicture(_ format: PushPixelFormat, width: Int, height: Int, planes: [PlaneCopy.Plane], time: Double?) -> Bool {
+        let needed = format == .bgra ? 1 : format == .nv12 ? 2 : 3
+        guard width > 0, height > 0, width <= maxDimension, height <= maxDimension, planes.count >= needed else { return false }
+        if format != .bgra && (width % 2 != 0 || height % 2 != 0) { return false }
+        return time?.isFinite ?? true
+    }
+
+    /// YUV from a capture API is BT.709, limited range unless the producer says full.
+    private static func tagColor(_ frame: Frame, _ format: PushPixelFormat, fullRange: Bool) {
+        guard format != .bgra else { return }
+        frame.tagBT709Limited()
+        if fullRange { frame.av.pointee.color_range = AVCOL_RANGE_JPEG }
     }
 
     /// Copies one block of interleaved PCM into a pooled frame (made native-endian) and queues it
