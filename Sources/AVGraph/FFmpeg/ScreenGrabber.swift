@@ -25,13 +25,18 @@ public final class ScreenGrabber {
     private let watch: DisplayWatch?
     private var lastWatch = Date()
 
+    /// libavdevice, loaded the first time a screen is wanted (see shim.h for why it is not linked),
+    /// and its devices registered with libavformat. False when the library is not installed.
     private static let registered: Bool = {
-        avdevice_register_all()
+        typealias RegisterAll = @convention(c) () -> Void
+        guard let lib = dlopen("libavdevice.so.\(avg_avdevice_major())", RTLD_NOW | RTLD_GLOBAL),
+              let register = dlsym(lib, "avdevice_register_all") else { return false }
+        unsafeBitCast(register, to: RegisterAll.self)()
         return true
     }()
 
     private static func inputFormat() -> UnsafePointer<AVInputFormat>? {
-        _ = registered
+        guard registered else { return nil }
         return av_find_input_format("x11grab")
     }
 
@@ -47,7 +52,7 @@ public final class ScreenGrabber {
     /// Opens `display` (`:0`, `:99.0`, `host:1`); `region` nil grabs the whole screen.
     public init(display: String, region: Region?, rate: Rational, drawMouse: Bool) throws {
         guard let format = Self.inputFormat() else {
-            throw MediaError("this FFmpeg's libavdevice has no x11grab input (built without XCB), so the screen cannot be captured")
+            throw MediaError("no x11grab input: libavdevice.so.\(avg_avdevice_major()) is not installed or was built without XCB, so the screen cannot be captured")
         }
         self.display = display
         var options: OpaquePointer?

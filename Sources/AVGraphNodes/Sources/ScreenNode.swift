@@ -34,8 +34,8 @@ final class ScreenNode: Node, LiveSource, @unchecked Sendable {
             throw NegotiationError("'\(d)' is not an X display name", option: "display", hint: "write it like :0, :99 or host:0.0")
         }
         guard ScreenGrabber.isAvailable else {
-            throw NegotiationError("this FFmpeg's libavdevice has no x11grab input, so the screen cannot be captured",
-                                   hint: "install an FFmpeg built with XCB (Debian's libavdevice59 is)")
+            throw NegotiationError("no x11grab input (libavdevice.so.\(avg_avdevice_major()) missing or built without XCB), so the screen cannot be captured",
+                                   hint: "install libavdevice\(avg_avdevice_major()) (Debian's is built with XCB)")
         }
         let rate = n.options.rate("rate") ?? Rational(30, 1)
         let format = n.options.string("format") ?? "nv12"
