@@ -65,15 +65,16 @@ final class IngestHub: @unchecked Sendable {
         self.videoCapacity = videoCapacity
     }
 
-    /// Makes the pool for the expected geometry now: its buffers are allocated and touched here,
-    /// so pushes copy into memory that is already mapped (a page fault per 4 kB would cost a
-    /// 4 MB picture more than 1 ms). Another geometry gets its pool on its first push.
+    /// Makes the pool for the expected geometry now, with as many buffers allocated and touched
+    /// as the queue holds, so pushes copy into memory that is already mapped (a page fault per
+    /// 4 kB would cost a 4 MB picture more than 1 ms); a backlog's extra buffers are made ready
+    /// off the push (BoundedFramePool). Another geometry gets its pool on its first push.
     func prewarm(width: Int, height: Int, format: PushPixelFormat) {
         _ = try? videoPool(width: width, height: height, format: format.av, prewarm: true)
     }
 
     /// The pool for a geometry; one made on a push is not touched up front (that would take
-    /// milliseconds inside the push): its first pictures fault their pages instead.
+    /// milliseconds inside the push): its first picture faults its pages instead.
     private func videoPool(width: Int, height: Int, format: AVPixelFormat, prewarm: Bool = false) throws -> (pool: BoundedFramePool, layout: PixelLayout) {
         let key = VideoKey(w: width, h: height, f: format.rawValue)
         poolLock.lock()
@@ -86,7 +87,7 @@ final class IngestHub: @unchecked Sendable {
         if firstKey == nil { firstKey = key }
         let bytes = Int(av_image_get_buffer_size(format, Int32(width), Int32(height), 1))
         let p = (try BoundedFramePool(width: width, height: height, pixelFormat: format, limit: picturesInFlight(bytes: bytes),
-                                       prewarm: prewarm), layout)
+                                       prewarm: prewarm ? videoCapacity : 0), layout)
         videoPools[key] = p
         return p
     }

@@ -16,7 +16,7 @@ enum IngestOptions {
             OptionSpec("audio-channels", .int(1...8), default: "2", doc: "channel count of the audio outputs"),
             OptionSpec("buffer", .int(1...64), default: "3", doc: "pictures queued between the producer and the pipeline"),
             OptionSpec("preallocate", .bool, default: "true",
-                       doc: "allocate and touch the picture pool for `size` at start, so copying pushes never fault pages (false: producers that push without copying)"),
+                       doc: "allocate and touch `buffer` pictures of `size` at start, so copying pushes never fault pages; more are made ready off the push if a backlog needs them (false: producers that push without copying)"),
             OptionSpec("audio-buffer", .duration(0.02...60), default: "1s", doc: "audio queued per source between the producer and the pipeline"),
             OptionSpec("drop", .choice(IngestDropPolicy.allCases.map(\.rawValue)), default: drop.rawValue,
                        doc: "when the picture queue is full: newest refuses the new picture, oldest drops the oldest queued one"),

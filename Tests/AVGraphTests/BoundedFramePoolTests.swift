@@ -1,0 +1,57 @@
+import AVGraph
+import CFFmpeg
+import Foundation
+import XCTest
+
+/// The ingest picture pool: bounded, never allocating on the taking thread once it has a buffer,
+/// and holding only the memory a backlog really needed.
+final class BoundedFramePoolTests: XCTestCase {
+    /// Private resident memory of this process (what a phone's footprint limit counts), in bytes.
+    static func privateResident() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("RssAnon:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+
+    /// Takes a picture, waiting (off the pool) for a buffer being made ready; nil after `timeout`.
+    func take(_ pool: BoundedFramePool, timeout: Double = 5) -> Frame? {
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end {
+            if let f = pool.frame(timeBase: Rational(1, 30)) { return f }
+            usleep(2000)
+        }
+        return nil
+    }
+
+    func testGrowsOffTheTakingThreadUpToItsBound() throws {
+        let pool = try BoundedFramePool(width: 1170, height: 2532, pixelFormat: AV_PIX_FMT_NV12, limit: 3, prewarm: 1)
+        var held: [Frame] = []
+        held.append(try XCTUnwrap(pool.frame(timeBase: Rational(1, 30)), "the prewarmed buffer"))
+        // No free buffer: this taking returns nil at once and a buffer is made ready elsewhere.
+        XCTAssertNil(pool.frame(timeBase: Rational(1, 30)), "a backlog's first taking drops instead of allocating")
+        held.append(try XCTUnwrap(take(pool), "the buffer made ready off the taking thread"))
+        held.append(try XCTUnwrap(take(pool), "the third, up to the bound"))
+        XCTAssertNil(take(pool, timeout: 0.3), "never more than `limit` buffers")
+        // A buffer that comes back is reused, untouched by the bound.
+        held.removeFirst()
+        XCTAssertNotNil(pool.frame(timeBase: Rational(1, 30)))
+        // The pictures are whole and writable.
+        for f in held { XCTAssertEqual(f.width, 1170); XCTAssertEqual(f.height, 2532); XCTAssertNotNil(f.plane(1)) }
+    }
+
+    func testHoldsOnlyThePrewarmedPicturesUntilABacklog() throws {
+        let picture = 1170 * 2532 * 3 / 2
+        let before = Self.privateResident()
+        let pool = try BoundedFramePool(width: 1170, height: 2532, pixelFormat: AV_PIX_FMT_NV12, limit: 7, prewarm: 2)
+        let grown = Self.privateResident() - before
+        // Two pictures touched (8.9 MB), not the seven the bound allows (31 MB).
+        XCTAssertGreaterThan(grown, picture * 3 / 2, "the prewarmed pictures are resident")
+        XCTAssertLessThan(grown, picture * 3, "pictures a backlog never needed are not allocated")
+        // Taking and giving back in turn (a pipeline that keeps up) never adds a buffer.
+        for _ in 0..<20 {
+            let f = try XCTUnwrap(pool.frame(timeBase: Rational(1, 30)))
+            _ = f
+        }
+        XCTAssertLessThan(Self.privateResident() - before, picture * 3)
+    }
+}
