@@ -58,6 +58,14 @@ public final class BoundedFramePool: @unchecked Sendable {
     public let limit: Int
     private let alignment = 32
     private var pool: OpaquePointer?
+    private let budget: Budget
+
+    /// Buffers allocated so far (in use or free in the pool): the memory a backlog has cost.
+    public var allocatedBuffers: Int {
+        budget.lock.lock()
+        defer { budget.lock.unlock() }
+        return budget.allocated
+    }
 
     /// `prewarm`: buffers to allocate and touch now (slow: for setup, not for a push path).
     public init(width: Int, height: Int, pixelFormat: AVPixelFormat, limit: Int, prewarm: Int) throws {
@@ -69,7 +77,7 @@ public final class BoundedFramePool: @unchecked Sendable {
         let size = av_image_get_buffer_size(pixelFormat, Int32(width), Int32(height), Int32(alignment))
         try AVFailure.check(size, "av_image_get_buffer_size")
         pictureSize = Int(size)
-        let budget = Budget(limit: limit)
+        budget = Budget(limit: limit)
         pool = av_buffer_pool_init2(Int(size) + 64, Unmanaged.passRetained(budget).toOpaque(), { opaque, size in
             guard let opaque else { return nil }
             return Unmanaged<Budget>.fromOpaque(opaque).takeUnretainedValue().take(size: size)
