@@ -14,6 +14,9 @@ final class HarnessTests: XCTestCase {
         let h = try NodeHarness(type("resize"), options: "size: 320x180, mode: fit",
                                 inputs: [.video(width: 180, height: 390, pixelFormat: "yuv420p", frameRate: Rational(30, 1))])
         try h.feed(TestMedia.videoFrame(width: 180, height: 390, pts: 7) { _, _ in 200 })
+        // Offline, pictures are resized a core each (FrameLanes) and handed on in order as the
+        // next ones arrive, or at the end.
+        try h.finish()
         let out = h.emittedFrames()
         XCTAssertEqual(out.count, 1)
         let f = try XCTUnwrap(out.first)
@@ -22,6 +25,26 @@ final class HarnessTests: XCTestCase {
         XCTAssertEqual(luma(f, 2, 90), 16, "left bar is black")
         XCTAssertEqual(luma(f, 317, 90), 16, "right bar is black")
         XCTAssertEqual(Int(luma(f, 160, 90)), 200, accuracy: 2, "content in the middle")
+    }
+
+    func testResizeOfflineKeepsOrderAcrossLanesAndRealtimeHandsOnAtOnce() throws {
+        let offline = try NodeHarness(type("resize"), options: "size: 320x180, mode: fit",
+                                      inputs: [.video(width: 180, height: 390, pixelFormat: "yuv420p", frameRate: Rational(30, 1))])
+        for i in 0..<12 {
+            try offline.feed(TestMedia.videoFrame(width: 180, height: 390, pts: Int64(i)) { _, _ in UInt8(40 + i * 15) })
+        }
+        // Up to a lane's worth of pictures may still be in work until the end.
+        var out = offline.emittedFrames()
+        try offline.finish()
+        out += offline.emittedFrames()
+        XCTAssertEqual(out.map(\.pts), (0..<12).map { Int64($0) }, "arrival order")
+        for (i, f) in out.enumerated() { XCTAssertEqual(Int(luma(f, 160, 90)), 40 + i * 15, accuracy: 2, "picture \(i)'s own content") }
+
+        let live = try NodeHarness(type("resize"), options: "size: 320x180, mode: fit",
+                                   inputs: [.video(width: 180, height: 390, pixelFormat: "yuv420p", frameRate: Rational(30, 1))],
+                                   realtime: true)
+        try live.feed(TestMedia.videoFrame(width: 180, height: 390, pts: 3) { _, _ in 200 })
+        XCTAssertEqual(live.emittedFrames().map(\.pts), [3], "realtime: handed on before receive returns")
     }
 
     func testOrientTurnsARightTaggedBufferClockwise() throws {

@@ -7,6 +7,8 @@ import CFFmpeg
 /// Pictures still carrying an orientation tag come out upright: the stored picture is scaled
 /// first, in its own orientation, and only the small result is turned into place, so the turn
 /// touches a quarter of the pixels a turn before scaling would (`orient` leaves it to us).
+/// Offline runs resize a picture per core at once (FrameLanes); realtime runs split each picture
+/// across the cores instead, so it is done soonest.
 final class ResizeNode: Node, @unchecked Sendable {
     static let typeName = "resize"
     static let summary = "scale pictures to one size (fit with bars, fill by cropping, or stretch)"
@@ -54,7 +56,16 @@ final class ResizeNode: Node, @unchecked Sendable {
     let layout: PixelLayout
     let background: [[UInt8]]
     let pool: VideoFramePool
-    var plans: [Geometry: Plan] = [:]
+
+    /// Scaling state of one thread: a swscale context (and turn pool) per input geometry.
+    final class Lane {
+        var plans: [Geometry: Plan] = [:]
+        /// Whether pictures are split across cores here (no lanes) or each stays on its lane's thread.
+        let splitsPictures: Bool
+        init(splitsPictures: Bool) { self.splitsPictures = splitsPictures }
+    }
+    let direct = Lane(splitsPictures: true)
+    let lanes: FrameLanes<Lane>?
 
     init(_ setup: NodeSetup) throws {
         let f = setup.outputs[0]
@@ -66,11 +77,25 @@ final class ResizeNode: Node, @unchecked Sendable {
         layout = l
         background = l.elements(for: setup.options.color("background") ?? RGB(r: 0, g: 0, b: 0))
         pool = try VideoFramePool(width: width, height: height, pixelFormat: l.format)
+        let count = setup.realtime ? 1 : FrameLanes<Lane>.offlineCount()
+        lanes = count > 1 ? FrameLanes(count: count, label: "resize") { Lane(splitsPictures: false) } : nil
     }
 
     func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
-        let plan = try self.plan(for: frame)
+        if let lanes {
+            try lanes.submit(frame, out) { [self] frame, lane in try resize(frame, in: lane) }
+        } else {
+            out.emit(try resize(frame, in: direct))
+        }
+    }
+
+    func finish(_ out: Outlet) throws { try lanes?.drain(out) }
+
+    func abort() { lanes?.discard() }
+
+    private func resize(_ frame: Frame, in lane: Lane) throws -> Frame {
+        let plan = try self.plan(for: frame, in: lane)
         let resized = try pool.frame(timeBase: frame.timeBase)
         resized.copyProperties(from: frame)
         resized.av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
@@ -78,21 +103,22 @@ final class ResizeNode: Node, @unchecked Sendable {
         if let turn = plan.turn {
             let scaled = try turn.pool.frame(timeBase: frame.timeBase)
             try plan.scaler.scale(frame, plan.source, into: scaled, PixelRect(x: 0, y: 0, width: scaled.width, height: scaled.height))
-            PictureTurn.upright(scaled, into: resized.region(plan.target, layout: layout), map: turn.map, layout: layout)
+            PictureTurn.upright(scaled, into: resized.region(plan.target, layout: layout), map: turn.map, layout: layout,
+                                bands: lane.splitsPictures ? nil : 1)
         } else {
             try plan.scaler.scale(frame, plan.source, into: resized, plan.target)
         }
         resized.fill(around: plan.target, with: background, layout: layout)
-        out.emit(resized)
+        return resized
     }
 
     /// One swscale context per input geometry: the input size may change mid-stream (a turned phone).
-    private func plan(for frame: Frame) throws -> Plan {
+    private func plan(for frame: Frame, in lane: Lane) throws -> Plan {
         let color = Scaler.colorDetails(of: frame)
         let tag = frame.orientation
         let key = Geometry(width: frame.width, height: frame.height, format: frame.av.pointee.format, fullRange: color.fullRange,
                            matrix: color.matrix, orientation: tag)
-        if let p = plans[key] { return p }
+        if let p = lane.plans[key] { return p }
         guard let inLayout = PixelLayout(frame.pixelFormat) else { throw MediaError("cannot scale pixel format \(key.format)") }
         // Placement is decided on the upright picture; the scaler reads the matching stored region.
         let upright = tag.uprightSize(width: frame.width, height: frame.height)
@@ -102,11 +128,12 @@ final class ResizeNode: Node, @unchecked Sendable {
         let source = tag == .up ? uprightSource : map.bufferRect(uprightSource, bufferWidth: frame.width, bufferHeight: frame.height)
         let scaled = tag.swapsAxes ? (width: target.height, height: target.width) : (width: target.width, height: target.height)
         let scaler = try Scaler(from: source.width, source.height, frame.pixelFormat, to: scaled.width, scaled.height, layout.format,
-                                quality: quality, sourceFullRange: color.fullRange, sourceMatrix: color.matrix)
+                                quality: quality, sourceFullRange: color.fullRange, sourceMatrix: color.matrix,
+                                threads: lane.splitsPictures ? nil : 1)
         let turn = tag == .up ? nil : (map: map, pool: try VideoFramePool(width: scaled.width, height: scaled.height, pixelFormat: layout.format))
-        if plans.count >= 8 { plans.removeAll() }
+        if lane.plans.count >= 8 { lane.plans.removeAll() }
         let p = Plan(scaler: scaler, source: source, target: target, turn: turn)
-        plans[key] = p
+        lane.plans[key] = p
         return p
     }
 }
