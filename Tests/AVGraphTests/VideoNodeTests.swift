@@ -152,9 +152,8 @@ final class VideoNodeTests: XCTestCase {
     /// The block kernels of `orient` against the mapping's own definition, pixel by pixel, for
     /// every tag, with sizes that leave partial blocks at the edges.
     func testTurningMatchesTheOrientationMappingForEveryTag() throws {
-        for format in ["nv12", "yuv420p", "gray"] {
+        for format in ["nv12", "yuv420p", "gray"] { for (bw, bh) in [(38, 54), (150, 86)] {
             let layout = PixelLayout(format)!
-            let (bw, bh) = (38, 54)
             let pool = try VideoFramePool(width: bw, height: bh, pixelFormat: format)
             let source = try pool.frame(timeBase: Rational(1, 30))
             var seed: UInt32 = 7
@@ -177,12 +176,12 @@ final class VideoNodeTests: XCTestCase {
                         for k in 0..<e {
                             let want = source.plane(p)![b.y * source.lineSize(p) + b.x * e + k]
                             let got = target.plane(p)![y * target.lineSize(p) + x * e + k]
-                            if want != got { XCTFail("\(format) \(tag) \(bands) bands plane \(p) at \(x),\(y)"); return }
+                            if want != got { XCTFail("\(format) \(bw)x\(bh) \(tag) \(bands) bands plane \(p) at \(x),\(y)"); return }
                         }
                     } }
                 }
             } }
-        }
+        } }
     }
 
     // MARK: resize
