@@ -31,7 +31,7 @@ public final class H264Node: Node, @unchecked Sendable {
         OptionSpec("threads", .int(0...64), default: "0",
                    doc: "encoder threads; 0 fits them: every core offline, as many as the pixel rate needs in realtime runs (720p30: one)"),
         OptionSpec("lookahead", .int(0...250),
-                   doc: "frames x264 looks ahead for rate control; default: the preset's (veryfast: 10) offline, 3 in realtime runs (each 720p frame holds ~2.8 MB)"),
+                   doc: "frames x264 looks ahead for rate control; default: the preset's (veryfast: 10) offline, 1 in realtime runs (each 720p frame holds ~2.8 MB)"),
     ]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
@@ -92,7 +92,7 @@ public final class H264Node: Node, @unchecked Sendable {
     private static let binsPerSecond = 2000.0
 
     /// Lookahead (frames) of live encoders unless the pipe sets `lookahead` or tune is zerolatency.
-    static let realtimeLookahead = 3
+    static let realtimeLookahead = 1
     /// Pixels a second one x264 thread encodes at veryfast with room to spare on this class of
     /// machine (~90 fps of 720p measured; a live encoder must never fall behind).
     static let pixelsPerThread = 40_000_000.0
@@ -138,8 +138,10 @@ public final class H264Node: Node, @unchecked Sendable {
         var priv = ["preset": o.string("preset") ?? "veryfast", "profile": o.string("profile") ?? "high"]
         if let tune = o.string("tune") { priv["tune"] = tune }
         // Live runs keep a short lookahead: each frame x264 looks ahead holds ~2.8 MB at 720p (the
-        // picture, its half-size planes, motion data); 3 frames instead of veryfast's 10 cut ~20 MB
-        // with the same SSIM on the bench clip (+0.7% bytes). zerolatency sets its own (none).
+        // picture, its half-size planes, motion data) and adds a frame of delay. On the bench's
+        // screen clip (W1 graph, one thread) SSIM against the lossless reference was 0.998710 at 1
+        // frame, 0.998717 at 3, 0.998725 at veryfast's 10 and 0.998595 at 0 (mb-tree off), bytes
+        // within 0.3%: 1 frame keeps mb-tree's gain for ~25 MB less than 10. zerolatency: none.
         let lookahead = o.int("lookahead") ?? (setup.realtime && priv["tune"] != "zerolatency" ? Self.realtimeLookahead : nil)
         if let l = lookahead {
             priv["rc-lookahead"] = String(l)
