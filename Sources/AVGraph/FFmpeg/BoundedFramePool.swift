@@ -69,16 +69,13 @@ public final class BoundedFramePool: @unchecked Sendable {
 
     /// `prewarm`: buffers to allocate and touch now (slow: for setup, not for a push path).
     public init(width: Int, height: Int, pixelFormat: AVPixelFormat, limit: Int, prewarm: Int) throws {
-        guard width > 0, height > 0 else { throw MediaError("picture size \(width)x\(height) is empty") }
+        pictureSize = try VideoFramePool.pictureBytes(width: width, height: height, pixelFormat: pixelFormat, alignment: alignment)
         self.width = width
         self.height = height
         self.pixelFormat = pixelFormat
         self.limit = limit
-        let size = av_image_get_buffer_size(pixelFormat, Int32(width), Int32(height), Int32(alignment))
-        try AVFailure.check(size, "av_image_get_buffer_size")
-        pictureSize = Int(size)
         budget = Budget(limit: limit)
-        pool = av_buffer_pool_init2(Int(size) + 64, Unmanaged.passRetained(budget).toOpaque(), { opaque, size in
+        pool = av_buffer_pool_init2(pictureSize + VideoFramePool.padding, Unmanaged.passRetained(budget).toOpaque(), { opaque, size in
             guard let opaque else { return nil }
             return Unmanaged<Budget>.fromOpaque(opaque).takeUnretainedValue().take(size: size)
         }, { opaque in
@@ -89,7 +86,7 @@ public final class BoundedFramePool: @unchecked Sendable {
         var held: [UnsafeMutablePointer<AVBufferRef>?] = []
         for _ in 0..<min(max(prewarm, 0), limit) {
             guard let b = av_buffer_pool_get(pool) else { break }
-            memset(b.pointee.data, 0, Int(size))
+            memset(b.pointee.data, 0, pictureSize)
             held.append(b)
         }
         for i in held.indices { av_buffer_unref(&held[i]) }

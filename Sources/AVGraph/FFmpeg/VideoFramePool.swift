@@ -14,18 +14,23 @@ public final class VideoFramePool: @unchecked Sendable {
     private var pool: OpaquePointer?
 
     /// SIMD code in swscale may read a little past the last line; FFmpeg pads its own buffers too.
-    private static let padding = 64
+    static let padding = 64
+
+    /// Bytes of one picture laid out with `alignment` (the size every picture pool allocates, less `padding`).
+    static func pictureBytes(width: Int, height: Int, pixelFormat: AVPixelFormat, alignment: Int) throws -> Int {
+        guard width > 0, height > 0 else { throw MediaError("picture size \(width)x\(height) is empty") }
+        let size = av_image_get_buffer_size(pixelFormat, Int32(width), Int32(height), Int32(alignment))
+        try AVFailure.check(size, "av_image_get_buffer_size")
+        return Int(size)
+    }
 
     public init(width: Int, height: Int, pixelFormat: AVPixelFormat, alignment: Int = 32) throws {
-        guard width > 0, height > 0 else { throw MediaError("picture size \(width)x\(height) is empty") }
+        pictureSize = try Self.pictureBytes(width: width, height: height, pixelFormat: pixelFormat, alignment: alignment)
         self.width = width
         self.height = height
         self.pixelFormat = pixelFormat
         self.alignment = alignment
-        let size = av_image_get_buffer_size(pixelFormat, Int32(width), Int32(height), Int32(alignment))
-        try AVFailure.check(size, "av_image_get_buffer_size")
-        pictureSize = Int(size)
-        guard let p = av_buffer_pool_init(Int(size) + Self.padding, nil) else { throw MediaError("av_buffer_pool_init failed") }
+        guard let p = av_buffer_pool_init(pictureSize + Self.padding, nil) else { throw MediaError("av_buffer_pool_init failed") }
         pool = p
     }
 
