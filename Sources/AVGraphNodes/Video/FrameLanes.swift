@@ -25,8 +25,6 @@ final class FrameLanes<State>: @unchecked Sendable {
         states = queues.map { _ in makeState() }
     }
 
-    var count: Int { queues.count }
-
     /// Lanes for an offline run on this machine: one per core, up to `limit`.
     static func offlineCount(limit: Int = 4) -> Int { min(limit, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
 
@@ -36,10 +34,10 @@ final class FrameLanes<State>: @unchecked Sendable {
         let job = Job()
         let lane = next % queues.count
         next += 1
-        let state = states[lane]
-        nonisolated(unsafe) let unsafeState = state
+        // Only this lane's queue ever touches its state.
+        nonisolated(unsafe) let state = states[lane]
         queues[lane].async {
-            job.result = Result(catching: { try work(frame, unsafeState) })
+            job.result = Result(catching: { try work(frame, state) })
             job.done.signal()
         }
         pending.append(job)
