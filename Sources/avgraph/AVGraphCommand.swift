@@ -12,7 +12,7 @@ struct AVGraphCommand: ParsableCommand {
         subcommands: [RunCommand.self, CheckCommand.self, InspectCommand.self, CtlCommand.self, FeedCommand.self]
     )
 
-    /// ArgumentParser exits 64 on usage errors; PIPE-FORMAT.md promises 2.
+    /// ArgumentParser exits 64 on usage errors; docs/PIPE-FORMAT.md promises 2.
     static func main() {
         if ProcessInfo.processInfo.environment["AVGRAPH_FFMPEG_LOG"] == nil { FFmpegLog.errorsOnly() } else { FFmpegLog.verbose() }
         // The live budget (50 MB for a phone's broadcast extension) counts resident pages: keep

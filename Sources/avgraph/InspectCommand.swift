@@ -11,10 +11,19 @@ struct InspectCommand: ParsableCommand {
     @Argument(help: "A node type to describe.")
     var type: String?
 
+    enum OutputFormat: String, ExpressibleByArgument { case text, markdown }
+
+    @Option(name: .long, help: "Output format: text, or markdown (every type: the page docs/NODES.md is made of).")
+    var format: OutputFormat = .text
+
     @OptionGroup var pluginOptions: PluginOptions
 
     func run() throws {
         let registry = try pluginOptions.registry()
+        if format == .markdown {
+            print(NodeReference.markdown(registry), terminator: "")
+            return
+        }
         guard let type else {
             let width = registry.names.map(\.count).max() ?? 8
             for name in registry.names {

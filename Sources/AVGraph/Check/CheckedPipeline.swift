@@ -1,4 +1,4 @@
-/// An edge's bounded queue and what it does when full (PIPE-FORMAT.md "Queue policies").
+/// An edge's bounded queue and what it does when full (docs/PIPE-FORMAT.md, "Queues and memory-limit").
 public enum QueuePolicy: String, Sendable, CaseIterable {
     case block
     case dropOldest = "drop-oldest"

@@ -1,6 +1,6 @@
 import Foundation
 
-/// `avgraph check`: every rule of PIPE-FORMAT.md, all mistakes of a file in one pass.
+/// `avgraph check`: every rule of docs/PIPE-FORMAT.md, all mistakes of a file in one pass.
 /// A later stage skips what an earlier stage already refused, so one mistake gives one
 /// diagnostic, not a cascade.
 public struct Checker {

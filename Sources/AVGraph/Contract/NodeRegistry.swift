@@ -1,6 +1,6 @@
 /// The node types a pipeline can use: the built-ins plus any loaded from plugins.
 ///
-/// One type name may have two roles, as `file` does in PIPE-FORMAT.md: a source (no `in:`)
+/// One type name may have two roles, as `file` does: a source (no `in:`)
 /// and a sink (with `in:`). The checker picks the role from whether the node has inputs.
 public final class NodeRegistry: @unchecked Sendable {
     public private(set) var variants: [String: [any Node.Type]] = [:]

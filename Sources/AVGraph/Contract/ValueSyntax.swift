@@ -1,6 +1,6 @@
 import Foundation
 
-/// Parsers for the value syntax of PIPE-FORMAT.md. Each returns nil when the text does not
+/// Parsers for the value syntax of docs/PIPE-FORMAT.md. Each returns nil when the text does not
 /// fit; the caller turns that into a diagnostic that shows the expected form.
 public enum ValueSyntax {
     /// `1280x720`
