@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "FixtureWrongVersion", type: .dynamic, targets: ["FixtureWrongVersion"]),
         .library(name: "FixtureThrows", type: .dynamic, targets: ["FixtureThrows"]),
         .library(name: "FixtureClash", type: .dynamic, targets: ["FixtureClash"]),
+        .library(name: "FixtureShortNegotiate", type: .dynamic, targets: ["FixtureShortNegotiate"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -50,6 +51,7 @@ let package = Package(
         .target(name: "FixtureWrongVersion", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/WrongVersion", linkerSettings: pluginLink),
         .target(name: "FixtureThrows", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Throws", linkerSettings: pluginLink),
         .target(name: "FixtureClash", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Clash", linkerSettings: pluginLink),
+        .target(name: "FixtureShortNegotiate", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/ShortNegotiate", linkerSettings: pluginLink),
         // Loads the plugins above as files (never links them: each would bring its own avgraph_plugin).
         .testTarget(name: "PluginTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
     ],

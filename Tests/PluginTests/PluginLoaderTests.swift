@@ -106,3 +106,28 @@ final class BuiltinWatermark: Node {
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { [] }
     init(_ setup: NodeSetup) throws {}
 }
+
+/// A plugin that loads but breaks the node contract is refused by `check`, which names the plugin.
+final class PluginContractTests: XCTestCase {
+    func testAFormatRuleReturningTooFewFormatsIsReportedNamingThePlugin() throws {
+        let path = try Plugins.library("FixtureShortNegotiate")
+        let registry = BuiltinNodes.registry()
+        try PluginLoader.load(path, into: registry)
+        let dir = Plugins.scratch()
+        let pipe = dir + "/split.pipe"
+        try """
+        nodes:
+          src:   {type: testsrc, size: 320x240, duration: 1s}
+          split: {type: split-broken, in: src}
+          a:     {type: null, in: [split.a]}
+          b:     {type: null, in: [split.b]}
+        """.write(toFile: pipe, atomically: true, encoding: .utf8)
+        let checked = Checker(registry: registry).check(path: pipe)
+        XCTAssertFalse(checked.isValid)
+        let error = checked.diagnostics.first { $0.severity == .error }
+        XCTAssertEqual(error?.location.line, 3, "\(checked.diagnostics)")
+        let message = error?.message ?? ""
+        XCTAssertTrue(message.contains("returned 1 format for 2 output pads"), message)
+        XCTAssertTrue(message.contains("plugin") && message.contains("libFixtureShortNegotiate.so"), message)
+    }
+}

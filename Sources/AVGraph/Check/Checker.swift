@@ -454,7 +454,15 @@ private struct Pass {
                 let n = Negotiation(nodeName: node.name, options: node.options, inputs: inputs,
                                     baseDirectory: result.baseDirectory, realtime: result.realtime)
                 do {
-                    result.nodes[idx].outputs = try node.type.negotiate(n)
+                    let formats = try node.type.negotiate(n)
+                    if let fault = contractFault(node.type, formats) {
+                        let origin = registry.origin(of: node.type.typeName) ?? "built-in"
+                        self.error(node.typeLocation, "'\(node.name)' (\(node.type.typeName), \(origin == "built-in" ? "built in" : "plugin \(origin)")): \(fault)",
+                                   hint: "a fault of the node type, not of this file: tell its author")
+                        broken.insert(node.name)
+                        continue
+                    }
+                    result.nodes[idx].outputs = formats
                 } catch {
                     let at = error.option.flatMap { node.optionLocations[$0] } ?? node.inLocation ?? node.typeLocation
                     self.error(at, "'\(node.name)' (\(node.type.typeName)): \(error.message)", hint: error.hint)
@@ -462,6 +470,18 @@ private struct Pass {
                 }
             }
         }
+    }
+
+    /// A format rule must return one format per output pad, each of a kind the pad declares: the
+    /// runtime relies on it, so a node type that breaks it is refused here rather than at run time.
+    func contractFault(_ type: any Node.Type, _ formats: [StreamFormat]) -> String? {
+        guard formats.count == type.outputs.count else {
+            return "its format rule returned \(formats.count) format\(formats.count == 1 ? "" : "s") for \(type.outputs.count) output pad\(type.outputs.count == 1 ? "" : "s")"
+        }
+        for (pad, f) in zip(type.outputs, formats) where !pad.kinds.contains(f.kind) {
+            return "its format rule returned \(f.kind.rawValue) for output pad '\(pad.name)', which carries \(pad.kindsText)"
+        }
+        return nil
     }
 
     mutating func warnUnused() {

@@ -97,7 +97,11 @@ public enum PluginLoader {
                 throw fail(.duplicate(type: t.typeName, first: path), "\(error)")
             }
         }
-        for t in registrar.types { try? registry.register(t, origin: path) }
+        for t in registrar.types {
+            do { try registry.register(t, origin: path) } catch {
+                throw fail(.duplicate(type: t.typeName, first: path), "\(error)")
+            }
+        }
         return registrar.types
     }
 }
