@@ -18,15 +18,13 @@ public final class DuckerNode: Node, @unchecked Sendable {
         PadSpec("key", [.rawAudio], doc: "the audio that triggers it (the microphone); not passed on"),
     ]
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "main, lowered while the key speaks; same format as main")]
-    public static let options: [OptionSpec] = [
-        OptionSpec("threshold", .number(-90...0), default: "-40", live: true,
-                   doc: "key level (dBFS RMS over 10 ms) that counts as speech"),
-        OptionSpec("depth", .number(0...90), default: "12", live: true, doc: "how far main is lowered while the key speaks, in dB"),
-        OptionSpec("attack", .duration(0...5), default: "20ms", live: true, doc: "time to go all the way down once speech starts"),
-        OptionSpec("release", .duration(0...30), default: "500ms", live: true, doc: "time to come back to full level after the hold"),
-        OptionSpec("hold", .duration(0...10), default: "200ms", live: true,
-                   doc: "how long the duck stays down after the key was last loud (bridges gaps between words)"),
-    ]
+    static let threshold = Setting.number("threshold", -90...0, default: -40, live: true, doc: "key level (dBFS RMS over 10 ms) that counts as speech")
+    static let depth = Setting.number("depth", 0...90, default: 12, live: true, doc: "how far main is lowered while the key speaks, in dB")
+    static let attack = Setting.duration("attack", 0...5, default: "20ms", live: true, doc: "time to go all the way down once speech starts")
+    static let release = Setting.duration("release", 0...30, default: "500ms", live: true, doc: "time to come back to full level after the hold")
+    static let hold = Setting.duration("hold", 0...10, default: "200ms", live: true,
+                                       doc: "how long the duck stays down after the key was last loud (bridges gaps between words)")
+    public static let options = [threshold.spec, depth.spec, attack.spec, release.spec, hold.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let main = n.format(on: "main") else { throw NegotiationError("input 'main' is not connected", hint: "in: {main: app, key: mic}") }
@@ -65,37 +63,24 @@ public final class DuckerNode: Node, @unchecked Sendable {
     var applied: [(option: String, value: Double)] = []
 
     public init(_ setup: NodeSetup) throws {
-        threshold = setup.options.number("threshold") ?? -40
-        depth = setup.options.number("depth") ?? 12
-        attack = setup.options.duration("attack") ?? 0.02
-        release = setup.options.duration("release") ?? 0.5
-        hold = setup.options.duration("hold") ?? 0.2
+        threshold = setup[Self.threshold]
+        depth = setup[Self.depth]
+        attack = setup[Self.attack]
+        release = setup[Self.release]
+        hold = setup[Self.hold]
         mainIndices = Set(setup.inputs.indices.filter { setup.inputs[$0].pad == "main" })
         keyIndices = Set(setup.inputs.indices.filter { setup.inputs[$0].pad == "key" })
         realtime = setup.realtime
     }
 
     public func set(option: String, to value: OptionValue) throws {
-        guard let spec = Self.option(option), spec.live else { throw MediaError("option '\(option)' cannot be changed while running") }
         let v: Double
-        switch value {
-        case .number(let x): v = x
-        case .int(let x): v = Double(x)
-        case .duration(let x): v = x
-        default: throw MediaError("bad value for '\(option)'")
-        }
-        switch spec.type {
-        case .number(let r) where r.contains(v): break
-        case .duration(let r) where r.contains(v): break
-        default: throw MediaError("'\(option)' out of range (\(spec.type.rangeText ?? ""))")
-        }
-        switch option {
-        case "threshold": threshold = v
-        case "depth": depth = v
-        case "attack": attack = v
-        case "release": release = v
-        default: hold = v
-        }
+        if let x = try Self.threshold.value(in: option, value) { v = x; threshold = x }
+        else if let x = try Self.depth.value(in: option, value) { v = x; depth = x }
+        else if let x = try Self.attack.value(in: option, value) { v = x; attack = x }
+        else if let x = try Self.release.value(in: option, value) { v = x; release = x }
+        else if let x = try Self.hold.value(in: option, value) { v = x; hold = x }
+        else { throw MediaError("option '\(option)' cannot be changed while running") }
         applied.append((option, v))
     }
 

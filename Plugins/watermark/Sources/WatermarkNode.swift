@@ -12,15 +12,14 @@ public final class WatermarkNode: Node, @unchecked Sendable {
     public static let inputs = [PadSpec("video", [.rawVideo], doc: "yuv420p or nv12 pictures")]
     public static let outputs = [PadSpec("video", [.rawVideo], doc: "the same pictures with the mark drawn in")]
     public static let corners = ["top-left", "top-right", "bottom-left", "bottom-right"]
-    public static let options: [OptionSpec] = [
-        OptionSpec("image", .path(mustExist: true), doc: "a PNG (with alpha) or any picture FFmpeg decodes; or give 'text'"),
-        OptionSpec("text", .string, doc: "a line of text (A-Z, 0-9 and common signs; lower case is drawn as upper case)"),
-        OptionSpec("corner", .choice(corners), default: "bottom-right", live: true, doc: "where the mark sits"),
-        OptionSpec("opacity", .number(0...1), default: "0.8", live: true, doc: "0 hides the mark, 1 draws it fully opaque"),
-        OptionSpec("margin", .int(0...1000), default: "16", doc: "distance from the picture's edges, in pixels"),
-        OptionSpec("scale", .number(0.01...1), default: "0.2",
-                   doc: "the mark's width as a share of the picture's width (image); for text, glyph height as a share of the picture's height / 2"),
-    ]
+    static let image = Setting.path("image", mustExist: true, doc: "a PNG (with alpha) or any picture FFmpeg decodes; or give 'text'")
+    static let text = Setting<String?>.string("text", doc: "a line of text (A-Z, 0-9 and common signs; lower case is drawn as upper case)")
+    static let corner = Setting.choice("corner", corners, default: "bottom-right", live: true, doc: "where the mark sits")
+    static let opacity = Setting.number("opacity", 0...1, default: 0.8, live: true, doc: "0 hides the mark, 1 draws it fully opaque")
+    static let margin = Setting.int("margin", 0...1000, default: 16, doc: "distance from the picture's edges, in pixels")
+    static let scale = Setting.number("scale", 0.01...1, default: 0.2,
+        doc: "the mark's width as a share of the picture's width (image); for text, glyph height as a share of the picture's height / 2")
+    public static let options = [image.spec, text.spec, corner.spec, opacity.spec, margin.spec, scale.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
@@ -28,13 +27,13 @@ public final class WatermarkNode: Node, @unchecked Sendable {
             throw NegotiationError("watermark draws into yuv420p or nv12 pictures, got \(input.pixelFormat)",
                                    hint: "put a resize (format: yuv420p) before it")
         }
-        let image = n.path("image"), text = n.options.string("text")
+        let image = n.path(Self.image), text = n[Self.text]
         switch (image, text) {
         case (nil, nil): throw NegotiationError("give 'image' or 'text'", hint: "image: logo.png, or text: LIVE")
         case (.some, .some): throw NegotiationError("give 'image' or 'text', not both", option: "text")
         case (let path?, nil):
             do { _ = try ImageLoader.load(path) } catch {
-                throw NegotiationError("cannot read image '\(n.options.string("image") ?? path)': \(error)", option: "image")
+                throw NegotiationError("cannot read image '\(n[Self.image] ?? path)': \(error)", option: "image")
             }
         case (nil, let t?):
             if t.isEmpty { throw NegotiationError("'text' is empty", option: "text") }
@@ -51,34 +50,31 @@ public final class WatermarkNode: Node, @unchecked Sendable {
     var mark: WatermarkMark?
 
     public init(_ setup: NodeSetup) throws {
-        if let path = setup.path("image") {
+        if let path = setup.path(Self.image) {
             source = .image(try ImageLoader.load(path))
         } else {
-            source = .text(setup.options.string("text") ?? "")
+            source = .text(setup[Self.text] ?? "")
         }
-        margin = setup.options.int("margin") ?? 16
-        scale = setup.options.number("scale") ?? 0.2
-        corner = setup.options.string("corner") ?? "bottom-right"
-        opacity = setup.options.number("opacity") ?? 0.8
+        margin = setup[Self.margin]
+        scale = setup[Self.scale]
+        corner = setup[Self.corner]
+        opacity = setup[Self.opacity]
     }
 
     public func set(option: String, to value: OptionValue) throws {
-        switch (option, value) {
-        case ("corner", .string(let c)) where Self.corners.contains(c): pending[option] = value
-        case ("opacity", .number(let o)) where (0...1).contains(o): pending[option] = value
-        case ("opacity", .int(let o)) where (0...1).contains(o): pending[option] = .number(Double(o))
-        case ("corner", _), ("opacity", _): throw MediaError("bad value for '\(option)'")
-        default: throw MediaError("option '\(option)' cannot be changed while running")
+        guard try Self.corner.value(in: option, value) != nil || (try Self.opacity.value(in: option, value)) != nil else {
+            throw MediaError("option '\(option)' cannot be changed while running")
         }
+        pending[option] = value
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         for (option, value) in pending.sorted(by: { $0.key < $1.key }) {
-            switch value {
-            case .string(let c): corner = c; out.event("applied", ["option": option, "value": c, "media_time": frame.seconds])
-            case .number(let o): opacity = o; out.event("applied", ["option": option, "value": o, "media_time": frame.seconds])
-            default: break
+            if let c = try Self.corner.value(in: option, value) {
+                corner = c; out.event("applied", ["option": option, "value": c, "media_time": frame.seconds])
+            } else if let o = try Self.opacity.value(in: option, value) {
+                opacity = o; out.event("applied", ["option": option, "value": o, "media_time": frame.seconds])
             }
         }
         pending.removeAll()

@@ -153,7 +153,7 @@ public final class Scaler: @unchecked Sendable {
 
 /// Where a picture goes when it is scaled into another size.
 public enum Placement {
-    public enum Mode: String, Sendable { case fit, fill, stretch }
+    public enum Mode: String, Sendable, CaseIterable { case fit, fill, stretch }
 
     /// Which part of the input goes to which part of the output, on whole chroma samples.
     public static func place(inWidth iw: Int, inHeight ih: Int, inAlign: Int, outWidth W: Int, outHeight H: Int, outAlign: Int,

@@ -9,9 +9,8 @@ public final class MeterNode: Node, @unchecked Sendable {
     public static let summary = "passes audio through and emits level events (rms, peak in dBFS per channel)"
     public static let inputs = [PadSpec("in", [.rawAudio])]
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "the input, unchanged")]
-    public static let options: [OptionSpec] = [
-        OptionSpec("interval", .duration(0.005...3600), default: "100ms", live: true, doc: "media time between level events"),
-    ]
+    static let interval = Setting.duration("interval", 0.005...3600, default: "100ms", live: true, doc: "media time between level events")
+    public static let options = [interval.spec]
     /// What silence reports, since JSON has no -infinity.
     public static let floorDB = -120.0
 
@@ -28,12 +27,12 @@ public final class MeterNode: Node, @unchecked Sendable {
     private var windowStart: Double?
 
     public init(_ setup: NodeSetup) throws {
-        interval = setup.options.duration("interval") ?? 0.1
+        interval = setup[Self.interval]
     }
 
     public func set(option: String, to value: OptionValue) throws {
-        guard option == "interval", case .duration(let d) = value, d >= 0.005 else {
-            throw MediaError(option == "interval" ? "interval must be a duration of at least 5ms" : "option '\(option)' of meter cannot be changed while running")
+        guard let d = try Self.interval.value(in: option, value) else {
+            throw MediaError("option '\(option)' of meter cannot be changed while running")
         }
         interval = d
     }

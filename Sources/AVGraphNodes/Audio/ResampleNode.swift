@@ -10,19 +10,18 @@ public final class ResampleNode: Node, @unchecked Sendable {
     public static let summary = "converts sample rate, channel count and sample format"
     public static let inputs = [PadSpec("in", [.rawAudio])]
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "pts in samples of the output rate")]
-    public static let options: [OptionSpec] = [
-        OptionSpec("rate", .int(1000...384_000), doc: "output sample rate in Hz (none: the input's)"),
-        OptionSpec("channels", .int(1...8), doc: "output channel count (none: the input's)"),
-        OptionSpec("format", .choice(SampleFormat.all), doc: "output sample format, an FFmpeg name (none: the input's)"),
-    ]
+    static let rate = Setting<Int?>.int("rate", 1000...384_000, doc: "output sample rate in Hz (none: the input's)")
+    static let channels = Setting<Int?>.int("channels", 1...8, doc: "output channel count (none: the input's)")
+    static let format = Setting<String?>.choice("format", SampleFormat.all, doc: "output sample format, an FFmpeg name (none: the input's)")
+    public static let options = [rate.spec, channels.spec, format.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let f = n.format(on: "in") else { throw NegotiationError("resample needs an audio input") }
         guard SampleFormat.named(f.sampleFormat) != nil, (1...8).contains(f.channels) else {
             throw NegotiationError("resample cannot take \(f)")
         }
-        return [.audio(sampleRate: n.options.int("rate") ?? f.sampleRate, channels: n.options.int("channels") ?? f.channels,
-                       sampleFormat: n.options.string("format") ?? f.sampleFormat)]
+        return [.audio(sampleRate: n[Self.rate] ?? f.sampleRate, channels: n[Self.channels] ?? f.channels,
+                       sampleFormat: n[Self.format] ?? f.sampleFormat)]
     }
 
     private let shape: AudioShape

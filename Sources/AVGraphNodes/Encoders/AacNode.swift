@@ -11,9 +11,8 @@ public final class AacNode: Node, @unchecked Sendable {
     public static let summary = "AAC-LC audio encoder (libavcodec aac)"
     public static let inputs = [PadSpec("in", [.rawAudio])]
     public static let outputs = [PadSpec("audio", [.encodedAudio], doc: "AAC packets, time base 1/rate, extradata for MP4")]
-    public static let options: [OptionSpec] = [
-        OptionSpec("bitrate", .bitrate(8000...512_000), default: "128k", doc: "target bit rate"),
-    ]
+    static let bitrate = Setting.bitrate("bitrate", 8000...512_000, default: "128k", doc: "target bit rate")
+    public static let options = [bitrate.spec]
     /// Sample rates AAC can signal; anything else is resampled to 48 kHz.
     static let rates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
 
@@ -42,7 +41,7 @@ public final class AacNode: Node, @unchecked Sendable {
 
     public init(_ setup: NodeSetup) throws {
         let f = setup.outputs[0]
-        encoder = try AudioEncoder(codec: "aac", rate: f.sampleRate, channels: f.channels, bitrate: setup.options.int("bitrate") ?? 128_000)
+        encoder = try AudioEncoder(codec: "aac", rate: f.sampleRate, channels: f.channels, bitrate: setup[Self.bitrate])
         fifo = try AudioFifo(format: AV_SAMPLE_FMT_FLTP, channels: f.channels, capacity: 4 * encoder.frameSize)
         pool = try AudioFramePool(format: AV_SAMPLE_FMT_FLTP, channels: f.channels, sampleRate: f.sampleRate, capacity: encoder.frameSize)
         tolerance = 0.02 * Double(f.sampleRate)

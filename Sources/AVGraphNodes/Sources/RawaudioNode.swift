@@ -8,20 +8,19 @@ public final class RawaudioNode: Node, @unchecked Sendable {
     public static let typeName = "rawaudio"
     public static let summary = "raw PCM samples from a file"
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "the samples, pts in samples (time base 1/rate)")]
-    public static let options: [OptionSpec] = [
-        OptionSpec("path", .path(mustExist: true), required: true, doc: "file of interleaved PCM samples"),
-        OptionSpec("rate", .int(1000...384_000), default: "48000", doc: "sample rate in Hz"),
-        OptionSpec("channels", .int(1...8), default: "2", doc: "interleaved channel count"),
-        OptionSpec("format", .choice(PCMFormat.names), default: "s16", doc: "sample layout of the file (be = big-endian)"),
-        OptionSpec("loop", .loop, default: "false", doc: "false, true (forever) or a count of plays"),
-        OptionSpec("duration", .duration(0...1e9), doc: "media time at which reading stops"),
-    ]
+    static let path = Setting.path("path", mustExist: true, required: true, doc: "file of interleaved PCM samples")
+    static let rate = Setting.int("rate", 1000...384_000, default: 48000, doc: "sample rate in Hz")
+    static let channels = Setting.int("channels", 1...8, default: 2, doc: "interleaved channel count")
+    static let format = Setting.choice("format", PCMFormat.names, default: "s16", doc: "sample layout of the file (be = big-endian)")
+    static let loop = Setting.loop("loop", doc: "false, true (forever) or a count of plays")
+    static let duration = Setting<Double?>.duration("duration", 0...1e9, doc: "media time at which reading stops")
+    public static let options = [path.spec, rate.spec, channels.spec, format.spec, loop.spec, duration.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let pcm = PCMFormat(n.options.string("format") ?? "s16") else {
+        guard let pcm = PCMFormat(n[Self.format]) else {
             throw NegotiationError("unknown format", option: "format")
         }
-        return [.audio(sampleRate: n.options.int("rate") ?? 48000, channels: n.options.int("channels") ?? 2, sampleFormat: pcm.nativeName)]
+        return [.audio(sampleRate: n[Self.rate], channels: n[Self.channels], sampleFormat: pcm.nativeName)]
     }
 
     private let pcm: PCMFormat
@@ -35,14 +34,14 @@ public final class RawaudioNode: Node, @unchecked Sendable {
     private static let block = 1024
 
     public init(_ setup: NodeSetup) throws {
-        let o = setup.options
-        pcm = PCMFormat(o.string("format") ?? "s16")!
-        channels = o.int("channels") ?? 2
-        let rate = o.int("rate") ?? 48000
+        guard let pcm = PCMFormat(setup[Self.format]) else { throw MediaError("unknown format '\(setup[Self.format])'") }
+        self.pcm = pcm
+        channels = setup[Self.channels]
+        let rate = setup[Self.rate]
         pool = try AudioFramePool(format: pcm.native, channels: channels, sampleRate: rate, capacity: Self.block)
-        plays = o.loop("loop")
+        plays = setup[Self.loop]
         end = setup.duration.map { Int64(($0 * Double(rate)).rounded()) }
-        guard let path = setup.path("path") else { throw MediaError("rawaudio needs a path") }
+        guard let path = setup.path(Self.path) else { throw MediaError("rawaudio needs a path") }
         fd = open(path, O_RDONLY)
         if fd < 0 { throw MediaError("cannot open '\(path)': \(String(cString: strerror(errno)))") }
     }

@@ -14,33 +14,34 @@ final class ScreenNode: Node, LiveSource, @unchecked Sendable {
     static let typeName = "screen"
     static let summary = "live X11 screen capture (x11grab): the whole screen or a region"
     static let outputs = [PadSpec("video", [.rawVideo], doc: "screen pictures, pts in microseconds of the capture clock from the first picture")]
-    static let formats = ["nv12", "yuv420p", "bgr0"]
     /// What `check` assumes for a whole screen, whose real size is known only when running.
     static let assumedScreen = (width: 1920, height: 1080)
-    static let options: [OptionSpec] = [
-        OptionSpec("display", .string, doc: "X display to capture, like :0 or :99.0; default: $DISPLAY, else :0"),
-        OptionSpec("region", .region,
-                   doc: "x,y,WxH: the part of the screen to capture (top-left corner and size); default: the whole screen, "
-                       + "whose size is known only when running (put a resize before an encoder)"),
-        OptionSpec("rate", .rate(0.1...240), default: "30", doc: "frames per second to grab"),
-        OptionSpec("format", .choice(formats), default: "nv12",
-                   doc: "pixel format out: nv12 or yuv420p (converted once, BT.709 limited), or bgr0 as grabbed (no copy)"),
-        OptionSpec("mouse", .bool, default: "false", doc: "draw the mouse pointer into the pictures"),
-        OptionSpec("duration", .duration(0.001...1e7), doc: "stop after this much media time (none: until stopped, or the pipeline's duration)"),
-    ]
+    static let display = Setting<String?>.string("display", doc: "X display to capture, like :0 or :99.0; default: $DISPLAY, else :0")
+    static let region = Setting.region("region",
+        doc: "x,y,WxH: the part of the screen to capture (top-left corner and size); default: the whole screen, "
+            + "whose size is known only when running (put a resize before an encoder)")
+    static let rate = Setting.rate("rate", 0.1...240, default: "30", doc: "frames per second to grab")
+    static let format = Setting.choice("format", default: PictureFormat.nv12,
+        doc: "pixel format out: nv12 or yuv420p (converted once, BT.709 limited), or bgr0 as grabbed (no copy)")
+    static let mouse = Setting.bool("mouse", default: false, doc: "draw the mouse pointer into the pictures")
+    static let duration = Setting<Double?>.duration("duration", 0.001...1e7,
+        doc: "stop after this much media time (none: until stopped, or the pipeline's duration)")
+    static let options = [display.spec, region.spec, rate.spec, format.spec, mouse.spec, duration.spec]
+
+    enum PictureFormat: String, CaseIterable, Sendable { case nv12, yuv420p, bgr0 }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        if let d = n.options.string("display"), !d.contains(":") {
+        if let d = n[Self.display], !d.contains(":") {
             throw NegotiationError("'\(d)' is not an X display name", option: "display", hint: "write it like :0, :99 or host:0.0")
         }
         guard ScreenGrabber.isAvailable else {
             throw NegotiationError("no x11grab input (libavdevice.so.\(avg_avdevice_major()) missing or built without XCB), so the screen cannot be captured",
                                    hint: "install libavdevice\(avg_avdevice_major()) (Debian's is built with XCB)")
         }
-        let rate = n.options.rate("rate") ?? Rational(30, 1)
-        let format = n.options.string("format") ?? "nv12"
+        let rate = n[Self.rate]
+        let format = n[Self.format].rawValue
         var f: StreamFormat
-        if let r = n.options.region("region") {
+        if let r = n[Self.region] {
             f = StreamFormat.video(width: r.width, height: r.height, pixelFormat: format, frameRate: rate)
         } else {
             f = StreamFormat.video(width: assumedScreen.width, height: assumedScreen.height, pixelFormat: format, frameRate: rate)
@@ -59,14 +60,13 @@ final class ScreenNode: Node, LiveSource, @unchecked Sendable {
     let scaler: Scaler?
 
     init(_ setup: NodeSetup) throws {
-        let o = setup.options
-        display = o.string("display") ?? ScreenGrabber.defaultDisplay
-        let rate = o.rate("rate") ?? Rational(30, 1)
-        let region = o.region("region").map { ScreenGrabber.Region(x: $0.x, y: $0.y, width: $0.width, height: $0.height) }
-        grabber = try ScreenGrabber(display: display, region: region, rate: rate, drawMouse: o.bool("mouse"))
+        display = setup[Self.display] ?? ScreenGrabber.defaultDisplay
+        let rate = setup[Self.rate]
+        let region = setup[Self.region].map { ScreenGrabber.Region(x: $0.x, y: $0.y, width: $0.width, height: $0.height) }
+        grabber = try ScreenGrabber(display: display, region: region, rate: rate, drawMouse: setup[Self.mouse])
         frameDuration = Rational.rescale(1, from: rate.inverse, to: grabber.timeBase)
         endTime = setup.duration
-        let name = o.string("format") ?? "nv12"
+        let name = setup[Self.format].rawValue
         guard let f = PixelLayout.format(named: name) else { throw MediaError("unknown pixel format '\(name)'") }
         outputFormat = f
         if f == grabber.pixelFormat {

@@ -10,23 +10,24 @@ final class TestsrcNode: Node, @unchecked Sendable {
     static let typeName = "testsrc"
     static let summary = "synthetic phone screen (moving UI-like content, frame counter, orientation marker)"
     static let outputs = [PadSpec("video", [.rawVideo], doc: "raw pictures, pts in 1/rate")]
-    static let options: [OptionSpec] = [
-        OptionSpec("size", .size, default: "1170x2532", doc: "buffer size (a portrait phone screen); turned tags make the upright picture landscape"),
-        OptionSpec("rate", .rate(0.1...240), default: "30", doc: "frames per second"),
-        OptionSpec("format", .choice(["nv12", "yuv420p"]), default: "nv12", doc: "pixel format"),
-        OptionSpec("duration", .duration(0.001...1e7), doc: "stop after this much media time (none: endless, or the pipeline's duration)"),
-        OptionSpec("orientation", .orientationSchedule, default: "up",
-                   doc: "orientation tag of the buffers: a value, or a schedule [{at: 0s, value: up}, {at: 10s, value: left}]"),
-        OptionSpec("stalls", .spans, doc: "spans [{at: 5s, for: 2s}] with no frames at all, as a still screen delivers none"),
-    ]
+    static let size = Setting.size("size", default: "1170x2532",
+                                   doc: "buffer size (a portrait phone screen); turned tags make the upright picture landscape")
+    static let rate = Setting.rate("rate", 0.1...240, default: "30", doc: "frames per second")
+    static let format = Setting.choice("format", default: PictureFormat.nv12, doc: "pixel format")
+    static let duration = Setting<Double?>.duration("duration", 0.001...1e7,
+                                                    doc: "stop after this much media time (none: endless, or the pipeline's duration)")
+    static let orientation = Setting.orientationSchedule("orientation", default: "up",
+        doc: "orientation tag of the buffers: a value, or a schedule [{at: 0s, value: up}, {at: 10s, value: left}]")
+    static let stalls = Setting.spans("stalls", doc: "spans [{at: 5s, for: 2s}] with no frames at all, as a still screen delivers none")
+    static let options = [size.spec, rate.spec, format.spec, duration.spec, orientation.spec, stalls.spec]
+
+    enum PictureFormat: String, CaseIterable, Sendable { case nv12, yuv420p }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let size = n.options.size("size") else { throw NegotiationError("missing size", option: "size") }
+        let size = n[Self.size]
         guard size.width >= 2, size.height >= 2 else { throw NegotiationError("size must be at least 2x2", option: "size") }
-        let rate = n.options.rate("rate") ?? Rational(30, 1)
-        let format = n.options.string("format") ?? "nv12"
         // The buffer keeps its size whatever the tag says; only `orient` changes the dims.
-        return [StreamFormat.video(width: size.width, height: size.height, pixelFormat: format, frameRate: rate)]
+        return [StreamFormat.video(width: size.width, height: size.height, pixelFormat: n[Self.format].rawValue, frameRate: n[Self.rate])]
     }
 
     let width: Int, height: Int
@@ -46,8 +47,8 @@ final class TestsrcNode: Node, @unchecked Sendable {
         guard let l = PixelLayout(f.pixelFormat) else { throw MediaError("unknown pixel format '\(f.pixelFormat)'") }
         layout = l
         pool = try VideoFramePool(width: width, height: height, pixelFormat: l.format)
-        schedule = setup.options.orientationSchedule("orientation")
-        stalls = setup.options.spans("stalls")
+        schedule = setup[Self.orientation]
+        stalls = setup[Self.stalls]
         endTime = setup.duration
     }
 

@@ -10,33 +10,33 @@ public final class ToneNode: Node, @unchecked Sendable {
     public static let typeName = "tone"
     public static let summary = "sine test audio (app audio or a microphone, with late start and gaps)"
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "the tone, pts in samples (time base 1/rate)")]
-    public static let formats = ["s16", "s16be", "s32", "s32be", "flt", "f32be", "fltp"]
-    public static let options: [OptionSpec] = [
-        OptionSpec("freq", .number(1...96_000), default: "440", doc: "frequency in Hz"),
-        OptionSpec("rate", .int(8000...384_000), default: "48000", doc: "sample rate in Hz"),
-        OptionSpec("channels", .int(1...8), default: "1", doc: "channel count (the same tone on every channel)"),
-        OptionSpec("level", .gain, default: "-12dB", doc: "peak level, in dBFS or as a linear factor (at most 0dB)"),
-        OptionSpec("start", .duration(0...1e6), default: "0s", doc: "time of the first sample (a microphone that starts late)"),
-        OptionSpec("gaps", .spans, doc: "spans of media time with no audio delivered at all, like [{at: 5s, for: 2s}]"),
-        OptionSpec("duration", .duration(0...1e9), doc: "media time at which the tone ends (none: endless)"),
-        OptionSpec("format", .choice(formats), default: "s16",
-                   doc: "sample layout as the source delivers it; big-endian layouts are made native on arrival"),
-        OptionSpec("block", .int(16...65536), default: "1024", doc: "samples per frame"),
-    ]
+
+    static let freq = Setting.number("freq", 1...96_000, default: 440, doc: "frequency in Hz")
+    static let rate = Setting.int("rate", 8000...384_000, default: 48000, doc: "sample rate in Hz")
+    static let channels = Setting.int("channels", 1...8, default: 1, doc: "channel count (the same tone on every channel)")
+    static let level = Setting.gain("level", default: "-12dB", doc: "peak level, in dBFS or as a linear factor (at most 0dB)")
+    static let start = Setting.duration("start", 0...1e6, default: "0s", doc: "time of the first sample (a microphone that starts late)")
+    static let gaps = Setting.spans("gaps", doc: "spans of media time with no audio delivered at all, like [{at: 5s, for: 2s}]")
+    static let duration = Setting<Double?>.duration("duration", 0...1e9, doc: "media time at which the tone ends (none: endless)")
+    static let format = Setting.choice("format", default: Layout.s16,
+                                       doc: "sample layout as the source delivers it; big-endian layouts are made native on arrival")
+    static let block = Setting.int("block", 16...65536, default: 1024, doc: "samples per frame")
+    public static let options = [freq.spec, rate.spec, channels.spec, level.spec, start.spec, gaps.spec, duration.spec, format.spec, block.spec]
+
+    enum Layout: String, CaseIterable, Sendable { case s16, s16be, s32, s32be, flt, f32be, fltp }
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        let rate = n.options.int("rate") ?? 48000
-        let freq = n.options.number("freq") ?? 440
+        let rate = n[Self.rate], freq = n[Self.freq]
         if freq >= Double(rate) / 2 {
             throw NegotiationError("freq \(freq) Hz is not below half the sample rate (\(rate / 2) Hz)", option: "freq",
                                    hint: "raise 'rate' or lower 'freq'")
         }
-        if (n.options.number("level") ?? 0) > 1.0001 {
+        if n[Self.level] > 1.0001 {
             throw NegotiationError("level above 0 dBFS would clip", option: "level", hint: "use 0dB or less")
         }
-        let format = n.options.string("format") ?? "s16"
+        let format = n[Self.format].rawValue
         let native = format == "fltp" ? "fltp" : (PCMFormat(format)?.nativeName ?? format)
-        return [.audio(sampleRate: rate, channels: n.options.int("channels") ?? 1, sampleFormat: native)]
+        return [.audio(sampleRate: rate, channels: n[Self.channels], sampleFormat: native)]
     }
 
     private let freq: Double
@@ -51,20 +51,19 @@ public final class ToneNode: Node, @unchecked Sendable {
     private let gaps: [Range<Int64>]
 
     public init(_ setup: NodeSetup) throws {
-        let o = setup.options
-        freq = o.number("freq") ?? 440
-        rate = o.int("rate") ?? 48000
-        channels = o.int("channels") ?? 1
-        level = o.number("level") ?? 0.25
-        block = o.int("block") ?? 1024
-        let format = o.string("format") ?? "s16"
+        freq = setup[Self.freq]
+        rate = setup[Self.rate]
+        channels = setup[Self.channels]
+        level = setup[Self.level]
+        block = setup[Self.block]
+        let format = setup[Self.format].rawValue
         wire = format == "fltp" ? nil : PCMFormat(format)
         let native = wire?.native ?? AV_SAMPLE_FMT_FLTP
         pool = try AudioFramePool(format: native, channels: channels, sampleRate: rate, capacity: block)
         let r = Double(rate)
-        position = Int64(((o.duration("start") ?? 0) * r).rounded())
+        position = Int64((setup[Self.start] * r).rounded())
         end = setup.duration.map { Int64(($0 * r).rounded()) }
-        gaps = o.spans("gaps").map { Int64(($0.at * r).rounded())..<Int64((($0.at + $0.length) * r).rounded()) }
+        gaps = setup[Self.gaps].map { Int64(($0.at * r).rounded())..<Int64((($0.at + $0.length) * r).rounded()) }
     }
 
     public func produce(_ out: Outlet) throws -> Bool {

@@ -11,16 +11,15 @@ final class OrientNode: Node, @unchecked Sendable {
     static let summary = "upright picture from each frame's orientation tag"
     static let inputs = [PadSpec("video", [.rawVideo])]
     static let outputs = [PadSpec("video", [.rawVideo], doc: "upright pictures (tag up); size changes when the tag turns the picture")]
-    static let options: [OptionSpec] = [
-        OptionSpec("override", .orientation, doc: "ignore the frames' tags and treat every frame as carrying this one"),
-    ]
+    static let override = Setting.orientation("override", doc: "ignore the frames' tags and treat every frame as carrying this one")
+    static let options = [override.spec]
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard var f = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
         guard let layout = PixelLayout(f.pixelFormat), layout.canTurn else {
             throw NegotiationError("cannot turn \(f.pixelFormat) pictures", hint: "use nv12, yuv420p, yuv444p, gray or rgba, e.g. with a resize before")
         }
-        if let o = n.options.orientation("override") {
+        if let o = n[Self.override] {
             if o.swapsAxes { swap(&f.width, &f.height) }
         } else {
             // Tags can change mid-stream (a phone turned while recording).
@@ -35,7 +34,7 @@ final class OrientNode: Node, @unchecked Sendable {
     var layouts: [Int32: PixelLayout] = [:]
 
     init(_ setup: NodeSetup) throws {
-        override = setup.options.orientation("override")
+        override = setup[Self.override]
         consumersTurn = setup.consumersStandUpright.first ?? false
     }
 

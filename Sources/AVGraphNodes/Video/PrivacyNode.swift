@@ -10,20 +10,19 @@ final class PrivacyNode: Node, @unchecked Sendable {
     static let summary = "replace the picture by an image while on (live switch or schedule)"
     static let inputs = [PadSpec("video", [.rawVideo])]
     static let outputs = [PadSpec("video", [.rawVideo], doc: "the input, or the image while on; timing kept")]
-    static let options: [OptionSpec] = [
-        OptionSpec("image", .path(mustExist: true), required: true, doc: "the privacy card (PNG, JPEG...), fitted to the picture size"),
-        OptionSpec("enabled", .bool, default: "false", live: true, doc: "show the card now (avgraph ctl PIPELINE set NODE.enabled true)"),
-        OptionSpec("schedule", .spans, doc: "spans of media time [{at: 20s, for: 10s}] when the card shows by itself"),
-    ]
+    static let image = Setting.path("image", mustExist: true, required: true, doc: "the privacy card (PNG, JPEG...), fitted to the picture size")
+    static let enabled = Setting.bool("enabled", default: false, live: true, doc: "show the card now (avgraph ctl PIPELINE set NODE.enabled true)")
+    static let schedule = Setting.spans("schedule", doc: "spans of media time [{at: 20s, for: 10s}] when the card shows by itself")
+    static let options = [image.spec, enabled.spec, schedule.spec]
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
         guard let layout = PixelLayout(input.pixelFormat), sws_isSupportedOutput(layout.format) > 0 else {
             throw NegotiationError("cannot draw the card in \(input.pixelFormat) pictures")
         }
-        if let path = n.path("image") {
+        if let path = n.path(Self.image) {
             do { _ = try ImageLoader.load(path) } catch {
-                throw NegotiationError("cannot read image '\(n.options.string("image") ?? path)': \(error)", option: "image")
+                throw NegotiationError("cannot read image '\(n[Self.image] ?? path)': \(error)", option: "image")
             }
         }
         return [input]
@@ -40,11 +39,11 @@ final class PrivacyNode: Node, @unchecked Sendable {
     var cards: [Geometry: Frame] = [:]
 
     init(_ setup: NodeSetup) throws {
-        guard let path = setup.path("image") else { throw MediaError("missing image") }
+        guard let path = setup.path(Self.image) else { throw MediaError("missing image") }
         imagePath = path
         let loaded = try ImageLoader.load(path)
-        schedule = setup.options.spans("schedule")
-        enabled = setup.options.bool("enabled")
+        schedule = setup[Self.schedule]
+        enabled = setup[Self.enabled]
         // The card for the negotiated picture is made now, so switching privacy on costs nothing
         // at that moment; with a fixed size no other card is needed and the decoded image goes.
         if let f = setup.inputs.first?.format, f.width > 0, f.height > 0, let format = PixelLayout.format(named: f.pixelFormat) {
@@ -56,7 +55,7 @@ final class PrivacyNode: Node, @unchecked Sendable {
     }
 
     func set(option: String, to value: OptionValue) throws {
-        guard option == "enabled", case .bool(let on) = value else {
+        guard let on = try Self.enabled.value(in: option, value) else {
             throw MediaError("option '\(option)' cannot be changed while running")
         }
         pendingEnabled = on

@@ -14,23 +14,22 @@ final class ResizeNode: Node, @unchecked Sendable {
     static let summary = "scale pictures to one size (fit with bars, fill by cropping, or stretch)"
     static let inputs = [PadSpec("video", [.rawVideo])]
     static let outputs = [PadSpec("video", [.rawVideo], doc: "upright pictures of exactly `size`, BT.709 limited range")]
-    static let formats = ["yuv420p", "nv12", "yuv444p", "gray"]
     static let standsUpright = true
-    static let options: [OptionSpec] = [
-        OptionSpec("size", .size, required: true, doc: "output picture size (h264 needs even sizes)"),
-        OptionSpec("mode", .choice(["fit", "fill", "stretch"]), default: "fit",
-                   doc: "fit: whole picture, bars around it; fill: cover the size, crop the overflow; stretch: ignore the aspect ratio"),
-        OptionSpec("background", .color, default: "black", doc: "color of the bars in fit mode"),
-        OptionSpec("format", .choice(formats), default: "yuv420p", doc: "output pixel format"),
-        OptionSpec("quality", .choice(Scaler.Quality.allCases.map(\.rawValue)), default: "bicubic", doc: "scaling filter: fast, bilinear, bicubic or lanczos"),
-    ]
+    static let size = Setting<PictureSize?>.size("size", required: true, doc: "output picture size (h264 needs even sizes)")
+    static let mode = Setting.choice("mode", default: Placement.Mode.fit,
+        doc: "fit: whole picture, bars around it; fill: cover the size, crop the overflow; stretch: ignore the aspect ratio")
+    static let background = Setting.color("background", default: "black", doc: "color of the bars in fit mode")
+    static let format = Setting.choice("format", default: OutputFormat.yuv420p, doc: "output pixel format")
+    static let quality = Setting.choice("quality", default: Scaler.Quality.bicubic, doc: "scaling filter: fast, bilinear, bicubic or lanczos")
+    static let options = [size.spec, mode.spec, background.spec, format.spec, quality.spec]
+
+    enum OutputFormat: String, CaseIterable, Sendable { case yuv420p, nv12, yuv444p, gray }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
-        guard let size = n.options.size("size") else { throw NegotiationError("missing size", option: "size", hint: "write size: 1280x720") }
+        guard let size = n[Self.size] else { throw NegotiationError("missing size", option: "size", hint: "write size: 1280x720") }
         guard PixelLayout(input.pixelFormat) != nil else { throw NegotiationError("cannot scale \(input.pixelFormat) pictures") }
-        let format = n.options.string("format") ?? "yuv420p"
-        var f = StreamFormat.video(width: size.width, height: size.height, pixelFormat: format, frameRate: input.frameRate)
+        var f = StreamFormat.video(width: size.width, height: size.height, pixelFormat: n[Self.format].rawValue, frameRate: input.frameRate)
         f.timeBase = input.timeBase
         f.sizeVaries = false
         return [f]
@@ -71,11 +70,11 @@ final class ResizeNode: Node, @unchecked Sendable {
         let f = setup.outputs[0]
         width = f.width
         height = f.height
-        mode = Placement.Mode(rawValue: setup.options.string("mode") ?? "fit") ?? .fit
-        quality = Scaler.Quality(rawValue: setup.options.string("quality") ?? "bicubic") ?? .bicubic
+        mode = setup[Self.mode]
+        quality = setup[Self.quality]
         guard let l = PixelLayout(f.pixelFormat) else { throw MediaError("unknown pixel format '\(f.pixelFormat)'") }
         layout = l
-        background = l.elements(for: setup.options.color("background") ?? RGB(r: 0, g: 0, b: 0))
+        background = l.elements(for: setup[Self.background])
         pool = try VideoFramePool(width: width, height: height, pixelFormat: l.format)
         let count = setup.realtime ? 1 : FrameLanes<Lane>.offlineCount()
         lanes = count > 1 ? FrameLanes(count: count, label: "resize") { Lane(splitsPictures: false) } : nil
