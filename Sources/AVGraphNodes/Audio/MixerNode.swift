@@ -14,23 +14,23 @@ public final class MixerNode: Node, @unchecked Sendable {
     public static let summary = "mixes audio inputs aligned by timestamp; silence for late or paused inputs; soft limiter"
     public static let inputs = [PadSpec("in", [.rawAudio], variadic: true, doc: "audio of any rate, channel count and sample format")]
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "fltp at 'rate' and 'channels', pts in samples")]
-    public static let options: [OptionSpec] = [
-        OptionSpec("rate", .int(8000...384_000), default: "48000", doc: "output sample rate in Hz"),
-        OptionSpec("channels", .int(1...8), default: "2", doc: "output channel count (a mono input feeds every channel)"),
-        OptionSpec("gain", .perInput(.gain), live: true, doc: "gain per input, by upstream node name (or node.pad): {mic: 1.5, app: -6dB, phone.mic: 2}"),
-        OptionSpec("mute", .perInput(.bool), live: true, doc: "mute per input, by upstream node name (or node.pad): {mic: true}"),
-        OptionSpec("latency", .duration(0.02...5), default: "150ms",
-                   doc: "realtime runs: how far behind the clock output is forced out, filling late inputs with silence"),
-        OptionSpec("tolerance", .duration(0...1), default: "20ms",
-                   doc: "timestamp jitter absorbed without realigning an input; larger jumps become silence or are trimmed"),
-        OptionSpec("lead", .duration(0.05...30), default: "500ms",
-                   doc: "how far one input may run ahead of the slowest before the mixer stops taking it (bounds memory)"),
-    ]
+    static let rate = Setting.int("rate", 8000...384_000, default: 48000, doc: "output sample rate in Hz")
+    static let channels = Setting.int("channels", 1...8, default: 2, doc: "output channel count (a mono input feeds every channel)")
+    static let gain = Setting.gains("gain", live: true,
+        doc: "gain per input, by upstream node name (or node.pad): {mic: 1.5, app: -6dB, phone.mic: 2}")
+    static let mute = Setting.switches("mute", live: true, doc: "mute per input, by upstream node name (or node.pad): {mic: true}")
+    static let latency = Setting.duration("latency", 0.02...5, default: "150ms",
+        doc: "realtime runs: how far behind the clock output is forced out, filling late inputs with silence")
+    static let tolerance = Setting.duration("tolerance", 0...1, default: "20ms",
+        doc: "timestamp jitter absorbed without realigning an input; larger jumps become silence or are trimmed")
+    static let lead = Setting.duration("lead", 0.05...30, default: "500ms",
+        doc: "how far one input may run ahead of the slowest before the mixer stops taking it (bounds memory)")
+    public static let options = [rate.spec, channels.spec, gain.spec, mute.spec, latency.spec, tolerance.spec, lead.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let names = inputNames(n.inputs)
-        for option in ["gain", "mute"] {
-            for key in n.options.perInput(option).keys.sorted() where !n.inputs.contains(where: { $0.isNamed(key) }) {
+        for (option, keys) in [("gain", Array(n[Self.gain].keys)), ("mute", Array(n[Self.mute].keys))] {
+            for key in keys.sorted() where !n.inputs.contains(where: { $0.isNamed(key) }) {
                 throw NegotiationError("'\(key)' in '\(option)' is not an input of this mixer (inputs: \(names.joined(separator: ", ")))",
                                        option: option, hint: Suggest.hint(for: key, in: names) ?? "use the names listed in 'in:' (node, or node.pad)")
             }
@@ -41,7 +41,7 @@ public final class MixerNode: Node, @unchecked Sendable {
                 throw NegotiationError("input '\(input.from)' gives audio the mixer cannot take (\(f))")
             }
         }
-        return [.audio(sampleRate: n.options.int("rate") ?? 48000, channels: n.options.int("channels") ?? 2, sampleFormat: "fltp")]
+        return [.audio(sampleRate: n[Self.rate], channels: n[Self.channels], sampleFormat: "fltp")]
     }
 
     /// Converted samples of one input waiting on the output timeline.
@@ -87,23 +87,20 @@ public final class MixerNode: Node, @unchecked Sendable {
     private var applied: [(option: String, value: String)] = []
 
     public init(_ setup: NodeSetup) throws {
-        let o = setup.options
-        rate = o.int("rate") ?? 48000
-        channels = o.int("channels") ?? 2
+        rate = setup[Self.rate]
+        channels = setup[Self.channels]
         shape = AudioShape(rate: rate, channels: channels, format: AV_SAMPLE_FMT_FLTP)
-        latency = o.duration("latency") ?? 0.15
-        tolerance = (o.duration("tolerance") ?? 0.02) * Double(rate)
-        lead = Int64((o.duration("lead") ?? 0.5) * Double(rate))
+        latency = setup[Self.latency]
+        tolerance = setup[Self.tolerance] * Double(rate)
+        lead = Int64(setup[Self.lead] * Double(rate))
         pool = try AudioFramePool(format: AV_SAMPLE_FMT_FLTP, channels: channels, sampleRate: rate, capacity: block)
         inputs = zip(setup.inputs, Self.inputNames(setup.inputs)).map { Input($0, name: $1) }
         for (i, input) in inputs.enumerated() {
             let f = setup.inputs[i].format
             if let s = try? AudioShape(f), s != shape { input.resampler = try Resampler(from: s, to: shape) }
         }
-        for (name, v) in o.perInput("gain") { if case .number(let g) = v { for i in inputs where i.source.isNamed(name) { i.gain = g; i.currentGain = g } } }
-        for (name, v) in o.perInput("mute") {
-            if case .bool(let m) = v { for i in inputs where i.source.isNamed(name) { i.muted = m; i.currentGain = i.target } }
-        }
+        for (name, g) in setup[Self.gain] { for i in inputs where i.source.isNamed(name) { i.gain = g; i.currentGain = g } }
+        for (name, m) in setup[Self.mute] { for i in inputs where i.source.isNamed(name) { i.muted = m; i.currentGain = i.target } }
     }
 
     // MARK: input

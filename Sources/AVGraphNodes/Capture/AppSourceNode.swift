@@ -13,7 +13,8 @@ public final class AppSourceNode: Node, LiveSource, @unchecked Sendable {
         PadSpec("audio", [.rawAudio], doc: "pushed app audio, at audio-rate/audio-channels"),
         PadSpec("mic", [.rawAudio], doc: "pushed microphone audio, at audio-rate/audio-channels"),
     ]
-    public static let options: [OptionSpec] = IngestOptions.common(drop: .newest)
+    static let drop = IngestOptions.drop(default: .newest)
+    public static let options = IngestOptions.common(drop: drop)
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { try IngestOptions.negotiate(n) }
 
@@ -22,7 +23,7 @@ public final class AppSourceNode: Node, LiveSource, @unchecked Sendable {
     let duration: Double?
 
     public init(_ setup: NodeSetup) throws {
-        hub = IngestOptions.hub(setup.options, defaultDrop: .newest)
+        hub = IngestOptions.hub(setup, drop: Self.drop)
         emitter = IngestEmitter(hub: hub, outputs: setup.outputs)
         duration = setup.duration
     }

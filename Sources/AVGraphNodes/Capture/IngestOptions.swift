@@ -6,41 +6,43 @@ import Foundation
 /// usually has); pictures keep the size and layout they arrive in (`sizeVaries`), and audio is
 /// converted to the declared rate and channels on the source's own thread.
 enum IngestOptions {
-    static func common(drop: IngestDropPolicy) -> [OptionSpec] {
-        [
-            OptionSpec("size", .size, default: "1170x2532",
-                       doc: "expected picture size (what check propagates; pictures keep the size they arrive in)"),
-            OptionSpec("rate", .rate(0.1...240), default: "30", doc: "expected frame rate (put an fps node after the source)"),
-            OptionSpec("format", .choice(["nv12", "bgra", "yuv420p"]), default: "nv12", doc: "expected pixel format"),
-            OptionSpec("audio-rate", .int(8000...384_000), default: "48000", doc: "sample rate of the audio outputs"),
-            OptionSpec("audio-channels", .int(1...8), default: "2", doc: "channel count of the audio outputs"),
-            OptionSpec("buffer", .int(1...64), default: "3", doc: "pictures queued between the producer and the pipeline"),
-            OptionSpec("preallocate", .bool, default: "true",
-                       doc: "allocate and touch `buffer` pictures of `size` at start, so copying pushes never fault pages; more are made ready off the push if a backlog needs them (false: producers that push without copying)"),
-            OptionSpec("audio-buffer", .duration(0.02...60), default: "1s", doc: "audio queued per source between the producer and the pipeline"),
-            OptionSpec("drop", .choice(IngestDropPolicy.allCases.map(\.rawValue)), default: drop.rawValue,
-                       doc: "when the picture queue is full: newest refuses the new picture, oldest drops the oldest queued one"),
-        ]
+    static let size = Setting.size("size", default: "1170x2532",
+        doc: "expected picture size (what check propagates; pictures keep the size they arrive in)")
+    static let rate = Setting.rate("rate", 0.1...240, default: "30", doc: "expected frame rate (put an fps node after the source)")
+    static let format = Setting.choice("format", PushPixelFormat.allCases.map(\.name), default: "nv12", doc: "expected pixel format")
+    static let audioRate = Setting.int("audio-rate", 8000...384_000, default: 48000, doc: "sample rate of the audio outputs")
+    static let audioChannels = Setting.int("audio-channels", 1...8, default: 2, doc: "channel count of the audio outputs")
+    static let buffer = Setting.int("buffer", 1...64, default: 3, doc: "pictures queued between the producer and the pipeline")
+    static let preallocate = Setting.bool("preallocate", default: true,
+        doc: "allocate and touch `buffer` pictures of `size` at start, so copying pushes never fault pages; more are made ready off the push if a backlog needs them (false: producers that push without copying)")
+    static let audioBuffer = Setting.duration("audio-buffer", 0.02...60, default: "1s", doc: "audio queued per source between the producer and the pipeline")
+
+    /// The drop policy: each source type has its own default (an app refuses the new picture, a socket drops the oldest).
+    static func drop(default policy: IngestDropPolicy) -> Setting<IngestDropPolicy> {
+        Setting.choice("drop", default: policy,
+                       doc: "when the picture queue is full: newest refuses the new picture, oldest drops the oldest queued one")
+    }
+
+    static func common(drop: Setting<IngestDropPolicy>) -> [OptionSpec] {
+        [size.spec, rate.spec, format.spec, audioRate.spec, audioChannels.spec, buffer.spec, preallocate.spec, audioBuffer.spec, drop.spec]
     }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let size = n.options.size("size"), size.width >= 2, size.height >= 2 else {
+        let size = n[Self.size]
+        guard size.width >= 2, size.height >= 2 else {
             throw NegotiationError("size must be at least 2x2", option: "size")
         }
-        let rate = n.options.rate("rate") ?? Rational(30, 1)
-        var video = StreamFormat.video(width: size.width, height: size.height, pixelFormat: n.options.string("format") ?? "nv12",
-                                       frameRate: rate)
+        var video = StreamFormat.video(width: size.width, height: size.height, pixelFormat: n[Self.format], frameRate: n[Self.rate])
         video.timeBase = Rational(1, 1_000_000)
         video.sizeVaries = true
-        let audio = StreamFormat.audio(sampleRate: n.options.int("audio-rate") ?? 48000, channels: n.options.int("audio-channels") ?? 2,
-                                       sampleFormat: "flt")
+        let audio = StreamFormat.audio(sampleRate: n[Self.audioRate], channels: n[Self.audioChannels], sampleFormat: "flt")
         return [video, audio, audio]
     }
 
-    static func hub(_ o: OptionValues, defaultDrop: IngestDropPolicy) -> IngestHub {
-        let hub = IngestHub(videoCapacity: o.int("buffer") ?? 3, audioCapacity: o.duration("audio-buffer") ?? 1,
-                            policy: IngestDropPolicy(rawValue: o.string("drop") ?? "") ?? defaultDrop)
-        if o.bool("preallocate") || o["preallocate"] == nil, let size = o.size("size"), let format = PushPixelFormat.allCases.first(where: { $0.name == o.string("format") ?? "nv12" }) {
+    static func hub(_ setup: NodeSetup, drop: Setting<IngestDropPolicy>) -> IngestHub {
+        let hub = IngestHub(videoCapacity: setup[Self.buffer], audioCapacity: setup[Self.audioBuffer], policy: setup[drop])
+        if setup[Self.preallocate], let format = PushPixelFormat.allCases.first(where: { $0.name == setup[Self.format] }) {
+            let size = setup[Self.size]
             hub.prewarm(width: size.width, height: size.height, format: format)
         }
         return hub

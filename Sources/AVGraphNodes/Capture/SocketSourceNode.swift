@@ -15,14 +15,14 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         PadSpec("app", [.rawAudio], doc: "received app audio, at audio-rate/audio-channels"),
         PadSpec("mic", [.rawAudio], doc: "received microphone audio, at audio-rate/audio-channels"),
     ]
-    public static let options: [OptionSpec] = [
-        OptionSpec("path", .string, required: true, doc: "unix socket to listen on (created owner-only; a stale one is replaced)"),
-        OptionSpec("idle-warning", .duration(0.1...3600), default: "5s",
-                   doc: "while no producer is connected, warn this often that the source is waiting"),
-    ] + IngestOptions.common(drop: .oldest)
+    static let path = Setting<String?>.string("path", required: true, doc: "unix socket to listen on (created owner-only; a stale one is replaced)")
+    static let idleWarning = Setting.duration("idle-warning", 0.1...3600, default: "5s",
+        doc: "while no producer is connected, warn this often that the source is waiting")
+    static let drop = IngestOptions.drop(default: .oldest)
+    public static let options = [path.spec, idleWarning.spec] + IngestOptions.common(drop: drop)
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let path = n.path("path"), !path.isEmpty else { throw NegotiationError("missing path", option: "path") }
+        guard let path = n.path(Self.path), !path.isEmpty else { throw NegotiationError("missing path", option: "path") }
         if path.utf8.count >= 108 {
             throw NegotiationError("socket path is longer than 107 bytes", option: "path", hint: "use a shorter path, e.g. under /tmp")
         }
@@ -38,11 +38,11 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
     var lastWarning = 0.0
 
     public init(_ setup: NodeSetup) throws {
-        hub = IngestOptions.hub(setup.options, defaultDrop: .oldest)
+        hub = IngestOptions.hub(setup, drop: Self.drop)
         emitter = IngestEmitter(hub: hub, outputs: setup.outputs)
         duration = setup.duration
-        idleWarning = setup.options.duration("idle-warning") ?? 5
-        receiver = try SocketReceiver(path: setup.path("path") ?? "", hub: hub)
+        idleWarning = setup[Self.idleWarning]
+        receiver = try SocketReceiver(path: setup.path(Self.path) ?? "", hub: hub)
         receiver.start()
     }
 

@@ -10,29 +10,29 @@ public final class H264Node: Node, @unchecked Sendable {
     public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size; yuv420p and nv12 go straight in, other pixel formats are converted")]
     public static let outputs = [PadSpec("out", [.encodedVideo], doc: "H.264 packets, time base 1/frame rate, BT.709 limited range")]
 
-    static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]
-    static let tunes = ["film", "animation", "grain", "stillimage", "fastdecode", "zerolatency", "psnr", "ssim"]
+    enum Profile: String, CaseIterable, Sendable { case high, main, baseline }
+    enum Preset: String, CaseIterable, Sendable { case ultrafast, superfast, veryfast, faster, fast, medium, slow, slower, veryslow, placebo }
+    enum Tune: String, CaseIterable, Sendable { case film, animation, grain, stillimage, fastdecode, zerolatency, psnr, ssim }
 
-    public static let options = [
-        OptionSpec("bitrate", .bitrate(10_000...200_000_000), default: "2500k", live: true,
-                   doc: "average bitrate; while running, takes effect from the next frame (ignored when crf is set)"),
-        OptionSpec("maxrate", .bitrate(10_000...400_000_000),
-                   doc: "peak bitrate (VBV); default: the bitrate, so a live stream stays within it. With crf: no cap unless given"),
-        OptionSpec("bufsize", .bitrate(10_000...800_000_000),
-                   doc: "VBV buffer size in bits; default: 2 x maxrate"),
-        OptionSpec("gop", .int(1...3000),
-                   doc: "keyframe interval in frames; default: 2 seconds' worth of frames at the input's frame rate"),
-        OptionSpec("bframes", .int(0...16), default: "0", doc: "B-frames between references (0 keeps latency and decoders simple)"),
-        OptionSpec("profile", .choice(["high", "main", "baseline"]), default: "high", doc: "H.264 profile"),
-        OptionSpec("preset", .choice(presets), default: "veryfast", doc: "x264 speed/quality preset"),
-        OptionSpec("tune", .choice(tunes), doc: "x264 tuning (zerolatency for interactive streams); none by default"),
-        OptionSpec("crf", .number(0...51),
-                   doc: "constant quality (lower is better, 23 is typical) instead of a bitrate; when set, bitrate is ignored"),
-        OptionSpec("threads", .int(0...64), default: "0",
-                   doc: "encoder threads; 0 fits them: every core offline, as many as the pixel rate needs in realtime runs (720p30: one)"),
-        OptionSpec("lookahead", .int(0...250),
-                   doc: "frames x264 looks ahead for rate control; default: the preset's (veryfast: 10) offline, 1 in realtime runs (each 720p frame holds ~2.8 MB)"),
-    ]
+    static let bitrate = Setting.bitrate("bitrate", 10_000...200_000_000, default: "2500k", live: true,
+        doc: "average bitrate; while running, takes effect from the next frame (ignored when crf is set)")
+    static let maxrate = Setting<Int?>.bitrate("maxrate", 10_000...400_000_000,
+        doc: "peak bitrate (VBV); default: the bitrate, so a live stream stays within it. With crf: no cap unless given")
+    static let bufsize = Setting<Int?>.bitrate("bufsize", 10_000...800_000_000, doc: "VBV buffer size in bits; default: 2 x maxrate")
+    static let gop = Setting<Int?>.int("gop", 1...3000,
+        doc: "keyframe interval in frames; default: 2 seconds' worth of frames at the input's frame rate")
+    static let bframes = Setting.int("bframes", 0...16, default: 0, doc: "B-frames between references (0 keeps latency and decoders simple)")
+    static let profile = Setting.choice("profile", default: Profile.high, doc: "H.264 profile")
+    static let preset = Setting.choice("preset", default: Preset.veryfast, doc: "x264 speed/quality preset")
+    static let tune = Setting<Tune?>.choice("tune", doc: "x264 tuning (zerolatency for interactive streams); none by default")
+    static let crf = Setting<Double?>.number("crf", 0...51,
+        doc: "constant quality (lower is better, 23 is typical) instead of a bitrate; when set, bitrate is ignored")
+    static let threads = Setting.int("threads", 0...64, default: 0,
+        doc: "encoder threads; 0 fits them: every core offline, as many as the pixel rate needs in realtime runs (720p30: one)")
+    static let lookahead = Setting<Int?>.int("lookahead", 0...250,
+        doc: "frames x264 looks ahead for rate control; default: the preset's (veryfast: 10) offline, 1 in realtime runs (each 720p frame holds ~2.8 MB)")
+    public static let options = [bitrate.spec, maxrate.spec, bufsize.spec, gop.spec, bframes.spec, profile.spec, preset.spec,
+                                 tune.spec, crf.spec, threads.spec, lookahead.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "in") else { throw NegotiationError("needs a video input") }
@@ -50,13 +50,13 @@ public final class H264Node: Node, @unchecked Sendable {
         guard input.frameRate.num > 0, input.frameRate.den > 0 else {
             throw NegotiationError("the input has no known frame rate", hint: "put an fps node before h264")
         }
-        if n.options.string("profile") == "baseline", let b = n.options.int("bframes"), b > 0 {
+        if n[Self.profile] == .baseline, case let b = n[Self.bframes], b > 0 {
             throw NegotiationError("the baseline profile has no B-frames; got bframes \(b)", option: "bframes", hint: "set bframes: 0 or profile: main")
         }
-        if n.options.number("crf") == nil, let maxrate = n.options.int("maxrate"), let bitrate = n.options.int("bitrate"), maxrate < bitrate {
+        if n[Self.crf] == nil, let maxrate = n[Self.maxrate], case let bitrate = n[Self.bitrate], maxrate < bitrate {
             throw NegotiationError("maxrate (\(maxrate / 1000)k) is below the bitrate (\(bitrate / 1000)k)", option: "maxrate")
         }
-        if n.options.int("bufsize") != nil && n.options.int("maxrate") == nil && n.options.number("crf") != nil {
+        if n[Self.bufsize] != nil && n[Self.maxrate] == nil && n[Self.crf] != nil {
             throw NegotiationError("bufsize needs maxrate with crf", option: "bufsize", hint: "add maxrate, e.g. maxrate: 4M")
         }
         guard avcodec_find_encoder_by_name("libx264") != nil else {
@@ -109,7 +109,6 @@ public final class H264Node: Node, @unchecked Sendable {
 
     public init(_ setup: NodeSetup) throws {
         let input = setup.inputs[0].format
-        let o = setup.options
         timeBase = input.frameRate.inverse
         width = Int32(input.width)
         height = Int32(input.height)
@@ -123,51 +122,51 @@ public final class H264Node: Node, @unchecked Sendable {
         ctx.pointee.time_base = timeBase.av
         ctx.pointee.framerate = input.frameRate.av
         ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
-        ctx.pointee.gop_size = Int32(o.int("gop") ?? max(1, Int((2 * input.frameRate.double).rounded())))
-        ctx.pointee.max_b_frames = Int32(o.int("bframes") ?? 0)
+        ctx.pointee.gop_size = Int32(setup[Self.gop] ?? max(1, Int((2 * input.frameRate.double).rounded())))
+        ctx.pointee.max_b_frames = Int32(setup[Self.bframes])
         ctx.pointee.color_primaries = AVCOL_PRI_BT709
         ctx.pointee.color_trc = AVCOL_TRC_BT709
         ctx.pointee.colorspace = AVCOL_SPC_BT709
         ctx.pointee.color_range = AVCOL_RANGE_MPEG
         // mp4 and flv keep SPS/PPS in the stream header (extradata), not in every keyframe.
         ctx.pointee.flags |= avg_codec_flag_global_header()
-        let threads = o.int("threads") ?? 0
+        let threads = setup[Self.threads]
         ctx.pointee.thread_count = Int32(threads > 0 ? threads
             : Self.fittedThreads(width: input.width, height: input.height, rate: input.frameRate.double, realtime: setup.realtime))
 
-        var priv = ["preset": o.string("preset") ?? "veryfast", "profile": o.string("profile") ?? "high"]
-        if let tune = o.string("tune") { priv["tune"] = tune }
+        var priv = ["preset": setup[Self.preset].rawValue, "profile": setup[Self.profile].rawValue]
+        if let tune = setup[Self.tune] { priv["tune"] = tune.rawValue }
         // Live runs keep a short lookahead: each frame x264 looks ahead holds ~2.8 MB at 720p (the
         // picture, its half-size planes, motion data) and adds a frame of delay. On the bench's
         // screen clip (W1 graph, one thread) SSIM against the lossless reference was 0.998710 at 1
         // frame, 0.998717 at 3, 0.998725 at veryfast's 10 and 0.998595 at 0 (mb-tree off), bytes
         // within 0.3%: 1 frame keeps mb-tree's gain for ~25 MB less than 10. zerolatency: none.
-        let lookahead = o.int("lookahead") ?? (setup.realtime && priv["tune"] != "zerolatency" ? Self.realtimeLookahead : nil)
+        let lookahead = setup[Self.lookahead] ?? (setup.realtime && setup[Self.tune] != .zerolatency ? Self.realtimeLookahead : nil)
         if let l = lookahead {
             priv["rc-lookahead"] = String(l)
             // Frame threads keep extra pictures on top of the lookahead to sync with it.
-            if o.int("lookahead") == nil { priv["x264-params"] = "sync-lookahead=0" }
+            if setup[Self.lookahead] == nil { priv["x264-params"] = "sync-lookahead=0" }
         }
-        crfMode = o.number("crf") != nil
-        derivedMaxrate = o.int("maxrate") == nil && !crfMode
-        derivedBufsize = o.int("bufsize") == nil
-        let bitrate = o.int("bitrate") ?? 2_500_000
-        if let crf = o.number("crf") {
+        crfMode = setup[Self.crf] != nil
+        derivedMaxrate = setup[Self.maxrate] == nil && !crfMode
+        derivedBufsize = setup[Self.bufsize] == nil
+        let bitrate = setup[Self.bitrate]
+        if let crf = setup[Self.crf] {
             priv["crf"] = String(crf)
         } else {
             ctx.pointee.bit_rate = Int64(bitrate)
         }
-        let maxrate = o.int("maxrate") ?? (crfMode ? 0 : bitrate)
+        let maxrate = setup[Self.maxrate] ?? (crfMode ? 0 : bitrate)
         if maxrate > 0 {
             ctx.pointee.rc_max_rate = Int64(maxrate)
-            ctx.pointee.rc_buffer_size = Int32(clamping: o.int("bufsize") ?? 2 * maxrate)
+            ctx.pointee.rc_buffer_size = Int32(clamping: setup[Self.bufsize] ?? 2 * maxrate)
         }
         try encoder.open(options: priv)
         stream = EncodedStream(copying: ctx, kind: .encodedVideo)
     }
 
     public func set(option: String, to value: OptionValue) throws {
-        guard option == "bitrate", case .int(let v) = value else {
+        guard let v = try Self.bitrate.value(in: option, value) else {
             throw MediaError("option '\(option)' cannot be changed while running")
         }
         if crfMode { throw MediaError("bitrate cannot change: this encoder runs in crf mode") }

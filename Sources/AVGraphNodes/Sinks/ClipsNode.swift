@@ -9,9 +9,8 @@ public final class ClipsNode: Node, ControlResponder, @unchecked Sendable {
     public static let typeName = "clips"
     public static let summary = "keep the last seconds of encoded media in memory; write them as an MP4 on request"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true, doc: "encoded streams to keep")]
-    public static let options = [
-        OptionSpec("window", .duration(1...600), default: "15s", doc: "how much media to keep (a clip starts on the keyframe at or before it)"),
-    ]
+    static let window = Setting.duration("window", 1...600, default: "15s", doc: "how much media to keep (a clip starts on the keyframe at or before it)")
+    public static let options = [window.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         for input in n.inputs where !["h264", "aac"].contains(input.format.codec) {
@@ -29,7 +28,7 @@ public final class ClipsNode: Node, ControlResponder, @unchecked Sendable {
     private let hasVideo: [Bool]
 
     public init(_ setup: NodeSetup) throws {
-        window = Int64((setup.options.duration("window") ?? 15) * 1e6)
+        window = Int64(setup[Self.window] * 1e6)
         held = Array(repeating: [], count: setup.inputs.count)
         hasVideo = setup.inputs.map { $0.format.kind == .encodedVideo }
     }

@@ -11,33 +11,33 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     public static let summary = "writes encoded streams to a media file (.mp4 .mov .mkv .flv .ts)"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
                                         doc: "encoded video and audio streams; one file stream each, in this order")]
-    public static let options = [
-        OptionSpec("path", .path(mustExist: false), required: true,
-                   doc: "the file to write, relative to the .pipe file; its extension picks the container (.mp4 .mov .mkv .flv .ts); missing folders are created"),
-        OptionSpec("faststart", .bool, default: "true", doc: "mp4/mov: put the index (moov) before the media so playback starts before the download ends; ignored by other containers"),
-        OptionSpec("fragmented", .bool, default: "false",
-                   doc: "mp4/mov: write fragments (one per keyframe, flushed as written) so the file stays playable if the process dies"),
-        OptionSpec("overwrite", .bool, default: "false", doc: "replace an existing file instead of refusing to run"),
-    ]
+    static let path = Setting.path("path", mustExist: false, required: true,
+        doc: "the file to write, relative to the .pipe file; its extension picks the container (.mp4 .mov .mkv .flv .ts); missing folders are created")
+    static let faststart = Setting.bool("faststart", default: true,
+        doc: "mp4/mov: put the index (moov) before the media so playback starts before the download ends; ignored by other containers")
+    static let fragmented = Setting.bool("fragmented", default: false,
+        doc: "mp4/mov: write fragments (one per keyframe, flushed as written) so the file stays playable if the process dies")
+    static let overwrite = Setting.bool("overwrite", default: false, doc: "replace an existing file instead of refusing to run")
+    public static let options = [path.spec, faststart.spec, fragmented.spec, overwrite.spec]
 
     static var extensionsText: String { Muxer.containers.map { ".\($0.ext)" }.joined(separator: ", ") }
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let path = n.path("path") else { throw NegotiationError("needs a path", option: "path") }
+        guard let path = n.path(Self.path) else { throw NegotiationError("needs a path", option: "path") }
         let ext = (path as NSString).pathExtension
         guard let container = Muxer.formatName(forPath: path) else {
             throw NegotiationError(ext.isEmpty ? "the path has no extension to pick a container" : "unknown container '.\(ext)'",
                                    option: "path", hint: "end the path with one of \(extensionsText)")
         }
         let isMP4 = container == "mp4" || container == "mov"
-        if n.options.bool("fragmented") && !isMP4 {
+        if n[Self.fragmented] && !isMP4 {
             throw NegotiationError("fragmented applies to .mp4 and .mov, not '.\(ext)'", option: "fragmented",
                                    hint: "remove fragmented (.\(ext) is written as it goes anyway)")
         }
         var isDir: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDir) {
             if isDir.boolValue { throw NegotiationError("'\(path)' is a folder", option: "path") }
-            if !n.options.bool("overwrite") {
+            if !n[Self.overwrite] {
                 throw NegotiationError("'\(path)' already exists", option: "path", hint: "set overwrite: true to replace it, or pick another path")
             }
         }
@@ -75,9 +75,9 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     private let inputNames: [String]
 
     public init(_ setup: NodeSetup) throws {
-        let path = setup.path("path") ?? ""
+        let path = setup.path(Self.path) ?? ""
         guard let container = Muxer.formatName(forPath: path) else { throw MediaError("unknown container for '\(path)'") }
-        if FileManager.default.fileExists(atPath: path) && !setup.options.bool("overwrite") {
+        if FileManager.default.fileExists(atPath: path) && !setup[Self.overwrite] {
             throw MediaError("'\(path)' already exists (set overwrite: true to replace it)")
         }
         let folder = (path as NSString).deletingLastPathComponent
@@ -87,8 +87,8 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         }
         self.container = container
         muxer = try Muxer(path: path, format: container)
-        faststart = setup.options.bool("faststart")
-        fragmented = setup.options.bool("fragmented")
+        faststart = setup[Self.faststart]
+        fragmented = setup[Self.fragmented]
         streamIndex = Array(repeating: nil, count: setup.inputs.count)
         firstStream = Array(repeating: nil, count: setup.inputs.count)
         ended = Array(repeating: false, count: setup.inputs.count)

@@ -3,17 +3,14 @@ import Foundation
 
 /// Options and format checks shared by the live network sinks (`rtmp`, `srt`).
 enum LiveSinkOptions {
-    static func common(url: OptionSpec) -> [OptionSpec] {
-        [
-            url,
-            OptionSpec("reconnect", .retry, default: "{attempts: 10, backoff: 1s..30s}",
-                       doc: "after the connection fails or breaks: attempts in a row before the run fails, and the delay before each (doubling from the first to the longest)"),
-            OptionSpec("buffer", .duration(0.1...60), default: "2s",
-                       doc: "media kept while the network does not take it (reconnecting, slow uplink); beyond it video is dropped to the next keyframe, audio only past twice this"),
-            OptionSpec("timeout", .duration(1...120), default: "5s",
-                       doc: "a server that takes nothing for this long counts as gone (then: reconnect)"),
-        ]
-    }
+    static let reconnect = Setting.retry("reconnect", default: "{attempts: 10, backoff: 1s..30s}",
+        doc: "after the connection fails or breaks: attempts in a row before the run fails, and the delay before each (doubling from the first to the longest)")
+    static let buffer = Setting.duration("buffer", 0.1...60, default: "2s",
+        doc: "media kept while the network does not take it (reconnecting, slow uplink); beyond it video is dropped to the next keyframe, audio only past twice this")
+    static let timeout = Setting.duration("timeout", 1...120, default: "5s",
+        doc: "a server that takes nothing for this long counts as gone (then: reconnect)")
+
+    static func common(url: Setting<String?>) -> [OptionSpec] { [url.spec, reconnect.spec, buffer.spec, timeout.spec] }
 
     static func checkInputs(_ n: Negotiation, container: String, what: String) throws(NegotiationError) {
         guard !n.inputs.isEmpty else { throw NegotiationError("needs an encoded video and/or audio input") }
@@ -41,13 +38,13 @@ final class LiveSinkCore {
     private var reported = (video: 0, audio: 0)
     private var lastReport = Date.distantPast
 
-    init(_ setup: NodeSetup, format: String, muxerOptions: [String: String]) {
-        let retry = setup.options.retry("reconnect") ?? (10, 1, 30)
-        buffer = setup.options.duration("buffer") ?? 2
+    init(_ setup: NodeSetup, url: Setting<String?>, format: String, muxerOptions: [String: String]) {
+        let retry = setup[LiveSinkOptions.reconnect]
+        buffer = setup[LiveSinkOptions.buffer]
         sender = LiveSender(
-            LiveSender.Settings(url: setup.options.string("url") ?? "", format: format, muxerOptions: muxerOptions,
+            LiveSender.Settings(url: setup[url] ?? "", format: format, muxerOptions: muxerOptions,
                                 attempts: retry.attempts, firstDelay: retry.first, longestDelay: retry.longest,
-                                buffer: buffer, timeout: setup.options.duration("timeout") ?? 5, realtime: setup.realtime),
+                                buffer: buffer, timeout: setup[LiveSinkOptions.timeout], realtime: setup.realtime),
             inputIsVideo: setup.inputs.map { $0.format.kind.isVideo })
     }
 

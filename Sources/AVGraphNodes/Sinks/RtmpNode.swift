@@ -11,11 +11,11 @@ public final class RtmpNode: Node, @unchecked Sendable {
     public static let summary = "pushes encoded video and audio live to an RTMP server; reconnects by itself"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
                                         doc: "one encoded video stream (H.264) and/or one encoded audio stream (AAC)")]
-    public static let options = LiveSinkOptions.common(
-        url: OptionSpec("url", .string, required: true, doc: "where to publish: rtmp://HOST[:PORT]/APP/STREAM (rtmps:// for TLS)"))
+    static let url = Setting<String?>.string("url", required: true, doc: "where to publish: rtmp://HOST[:PORT]/APP/STREAM (rtmps:// for TLS)")
+    public static let options = LiveSinkOptions.common(url: url)
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        let url = n.options.string("url") ?? ""
+        let url = n[Self.url] ?? ""
         guard url.hasPrefix("rtmp://") || url.hasPrefix("rtmps://") else {
             throw NegotiationError("'\(url)' is not an RTMP address", option: "url", hint: "write it like rtmp://127.0.0.1:1935/live/stream")
         }
@@ -26,7 +26,7 @@ public final class RtmpNode: Node, @unchecked Sendable {
     private let live: LiveSinkCore
 
     public init(_ setup: NodeSetup) throws {
-        live = LiveSinkCore(setup, format: "flv",
+        live = LiveSinkCore(setup, url: Self.url, format: "flv",
                             // The server cannot seek back to patch duration and size in: do not try.
                             muxerOptions: ["flvflags": "no_duration_filesize"])
     }

@@ -9,11 +9,12 @@ public final class SrtNode: Node, @unchecked Sendable {
     public static let summary = "pushes encoded video and audio live over SRT (MPEG-TS); reconnects by itself"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
                                         doc: "one encoded video stream and/or one encoded audio stream")]
-    public static let options = LiveSinkOptions.common(
-        url: OptionSpec("url", .string, required: true, doc: "the SRT listener to call: srt://HOST:PORT (libsrt options as query, e.g. ?latency=200000)"))
+    static let url = Setting<String?>.string("url", required: true,
+                                             doc: "the SRT listener to call: srt://HOST:PORT (libsrt options as query, e.g. ?latency=200000)")
+    public static let options = LiveSinkOptions.common(url: url)
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        let url = n.options.string("url") ?? ""
+        let url = n[Self.url] ?? ""
         guard url.hasPrefix("srt://") else {
             throw NegotiationError("'\(url)' is not an SRT address", option: "url", hint: "write it like srt://127.0.0.1:9000")
         }
@@ -24,7 +25,7 @@ public final class SrtNode: Node, @unchecked Sendable {
     private let live: LiveSinkCore
 
     public init(_ setup: NodeSetup) throws {
-        live = LiveSinkCore(setup, format: "mpegts", muxerOptions: [:])
+        live = LiveSinkCore(setup, url: Self.url, format: "mpegts", muxerOptions: [:])
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { try live.receive(buffer, input: input, out) }

@@ -11,13 +11,12 @@ public final class FileSourceNode: Node, @unchecked Sendable {
         PadSpec("video", [.rawVideo], doc: "decoded pictures, tagged with the file's rotation; no frames when the file has no video"),
         PadSpec("audio", [.rawAudio], doc: "decoded audio; nothing when the file has no audio"),
     ]
-    public static let options = [
-        OptionSpec("path", .path(mustExist: true), required: true, doc: "the media file, relative to the .pipe file"),
-        OptionSpec("loop", .loop, default: "false", doc: "false plays once, true forever, a number that many times; each play continues the timestamps of the last"),
-    ]
+    static let path = Setting.path("path", mustExist: true, required: true, doc: "the media file, relative to the .pipe file")
+    static let loop = Setting.loop("loop", doc: "false plays once, true forever, a number that many times; each play continues the timestamps of the last")
+    public static let options = [path.spec, loop.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let path = n.path("path") else { throw NegotiationError("needs a path", option: "path") }
+        guard let path = n.path(Self.path) else { throw NegotiationError("needs a path", option: "path") }
         do {
             let probe = try FileProbe(path: path)
             if probe.video == nil && probe.audio == nil {
@@ -65,8 +64,8 @@ public final class FileSourceNode: Node, @unchecked Sendable {
     }
 
     public init(_ setup: NodeSetup) throws {
-        path = setup.path("path") ?? ""
-        playsLeft = setup.options.loop("loop")
+        path = setup.path(Self.path) ?? ""
+        playsLeft = setup[Self.loop]
         endTime = setup.duration
         probe = try FileProbe(path: path)
         try openTracks()

@@ -17,27 +17,26 @@ final class RawvideoNode: Node, @unchecked Sendable {
     static let typeName = "rawvideo"
     static let summary = "raw pictures from a file"
     static let outputs = [PadSpec("video", [.rawVideo], doc: "raw pictures, pts in 1/rate")]
-    static let options: [OptionSpec] = [
-        OptionSpec("path", .path(mustExist: true), required: true, doc: "file of raw pictures, one after the other"),
-        OptionSpec("size", .size, required: true, doc: "picture size in the file"),
-        OptionSpec("format", .string, default: "yuv420p", doc: "FFmpeg pixel format name of the file (nv12, yuv420p, gray, rgba...)"),
-        OptionSpec("rate", .rate(0.1...240), default: "30", doc: "frames per second"),
-        OptionSpec("loop", .loop, default: "false", doc: "false: play once; true: forever; a number: that many plays"),
-        OptionSpec("duration", .duration(0.001...1e7), doc: "stop after this much media time"),
-        OptionSpec("orientation", .orientationSchedule, default: "up",
-                   doc: "orientation tag to put on the pictures: a value, or a schedule [{at: 0s, value: up}, {at: 10s, value: left}]"),
-    ]
+    static let path = Setting.path("path", mustExist: true, required: true, doc: "file of raw pictures, one after the other")
+    static let size = Setting<PictureSize?>.size("size", required: true, doc: "picture size in the file")
+    static let format = Setting.string("format", default: "yuv420p", doc: "FFmpeg pixel format name of the file (nv12, yuv420p, gray, rgba...)")
+    static let rate = Setting.rate("rate", 0.1...240, default: "30", doc: "frames per second")
+    static let loop = Setting.loop("loop", doc: "false: play once; true: forever; a number: that many plays")
+    static let duration = Setting<Double?>.duration("duration", 0.001...1e7, doc: "stop after this much media time")
+    static let orientation = Setting.orientationSchedule("orientation", default: "up",
+        doc: "orientation tag to put on the pictures: a value, or a schedule [{at: 0s, value: up}, {at: 10s, value: left}]")
+    static let options = [path.spec, size.spec, format.spec, rate.spec, loop.spec, duration.spec, orientation.spec]
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let size = n.options.size("size") else { throw NegotiationError("missing size", option: "size", hint: "write size: 1170x2532") }
-        let name = n.options.string("format") ?? "yuv420p"
+        guard let size = n[Self.size] else { throw NegotiationError("missing size", option: "size", hint: "write size: 1170x2532") }
+        let name = n[Self.format]
         guard let format = PixelLayout.format(named: name), PixelLayout(format) != nil else {
             throw NegotiationError("unknown or unsupported pixel format '\(name)'", option: "format", hint: "use nv12, yuv420p, gray, rgba...")
         }
         let frameSize = Int(av_image_get_buffer_size(format, Int32(size.width), Int32(size.height), 1))
         guard frameSize > 0 else { throw NegotiationError("size \(size.width)x\(size.height) does not fit \(name)", option: "size") }
-        if let path = n.path("path") {
-            let shown = n.options.string("path") ?? path
+        if let path = n.path(Self.path) {
+            let shown = n[Self.path] ?? path
             guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
                   let bytes = (attributes[.size] as? NSNumber)?.intValue else {
                 throw NegotiationError("cannot read '\(shown)'", option: "path")
@@ -47,7 +46,7 @@ final class RawvideoNode: Node, @unchecked Sendable {
                                        option: "path", hint: "check size and format")
             }
         }
-        let rate = n.options.rate("rate") ?? Rational(30, 1)
+        let rate = n[Self.rate]
         return [StreamFormat.video(width: size.width, height: size.height, pixelFormat: name, frameRate: rate)]
     }
 
@@ -68,16 +67,16 @@ final class RawvideoNode: Node, @unchecked Sendable {
         let f = setup.outputs[0]
         rate = f.frameRate
         pool = try VideoFramePool(width: f.width, height: f.height, pixelFormat: f.pixelFormat, alignment: 1)
-        guard let p = setup.path("path") else { throw MediaError("missing path") }
+        guard let p = setup.path(Self.path) else { throw MediaError("missing path") }
         path = p
         fd = open(p, O_RDONLY)
         guard fd >= 0 else { throw MediaError("cannot open '\(p)': \(String(cString: strerror(errno)))") }
-        plays = setup.options.loop("loop")
+        plays = setup[Self.loop]
         var st = stat()
         let fileSize = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
         frameCount = pool.pictureSize > 0 ? fileSize / pool.pictureSize : 0
         mapping = frameCount > 0 ? MappedFile(fd: fd, length: frameCount * pool.pictureSize, pictureSize: pool.pictureSize) : nil
-        schedule = setup.options.orientationSchedule("orientation")
+        schedule = setup[Self.orientation]
         endTime = setup.duration
     }
 

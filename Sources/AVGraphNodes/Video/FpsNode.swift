@@ -10,15 +10,14 @@ final class FpsNode: Node, @unchecked Sendable {
     static let summary = "constant frame rate: drop extra frames, repeat the last one through stalls"
     static let inputs = [PadSpec("video", [.rawVideo])]
     static let outputs = [PadSpec("video", [.rawVideo], doc: "frames at exactly `rate`, pts in 1/rate")]
-    static let options: [OptionSpec] = [
-        OptionSpec("rate", .rate(0.1...240), required: true, doc: "output frame rate"),
-        OptionSpec("hold", .duration(0...3600), default: "2s",
-                   doc: "while the input stalls, repeat the last frame for at most this long (0s: never repeat, leave a gap)"),
-    ]
+    static let rate = Setting<Rational?>.rate("rate", 0.1...240, required: true, doc: "output frame rate")
+    static let hold = Setting.duration("hold", 0...3600, default: "2s",
+        doc: "while the input stalls, repeat the last frame for at most this long (0s: never repeat, leave a gap)")
+    static let options = [rate.spec, hold.spec]
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard var f = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
-        guard let rate = n.options.rate("rate") else { throw NegotiationError("missing rate", option: "rate", hint: "write rate: 30") }
+        guard let rate = n[Self.rate] else { throw NegotiationError("missing rate", option: "rate", hint: "write rate: 30") }
         f.frameRate = rate
         f.timeBase = rate.inverse
         return [f]
@@ -42,7 +41,7 @@ final class FpsNode: Node, @unchecked Sendable {
     init(_ setup: NodeSetup) throws {
         rate = setup.outputs[0].frameRate
         slotTimeBase = rate.inverse
-        holdSlots = Int64(((setup.options.duration("hold") ?? 2) * rate.double + 1e-6).rounded(.down))
+        holdSlots = Int64((setup[Self.hold] * rate.double + 1e-6).rounded(.down))
     }
 
     /// The first slot a frame at `t` seconds may fill: the one it is nearest to, ties to the earlier.
