@@ -270,6 +270,51 @@ final class AudioNodeTests: XCTestCase {
         XCTAssertEqual(level(x, 880, rate: 48000, from: 0.05, to: 0.5), 0.251, accuracy: 0.01, "unmuted live")
     }
 
+    /// The runtime owns live changes: it refuses an option that is not live or a value out of its
+    /// declared range before the node sees it, reports `applied` with the value in its own type,
+    /// and a partial per-input change keeps the other inputs' values (`ctl get` shows the whole map).
+    func testTheRuntimeChecksAndAnnouncesLiveChanges() throws {
+        final class Results: @unchecked Sendable { var list: [String] = []; let lock = NSLock() }
+        let results = Results()
+        let events = try run("""
+        duration: 0.5s
+        nodes:
+          app: {type: tone, freq: 440}
+          mic: {type: tone, freq: 880}
+          mix: {type: mixer, in: [app, mic], gain: {app: 0.5, mic: 2}}
+          c: {type: collect, in: mix}
+        """, before: { run in
+            func record(_ e: Error?) { results.lock.lock(); results.list.append(e.map { "\($0)" } ?? "ok"); results.lock.unlock() }
+            run.set(node: "mix", option: "rate", value: .int(44100)) { record($0) }
+            run.set(node: "app", option: "freq", value: .number(1000)) { record($0) }
+            run.set(node: "mix", option: "gain", value: .perInput(["mic": .number(1)])) { record($0) }
+        })
+        XCTAssertEqual(results.list.count, 3, "\(results.list)")
+        XCTAssertTrue(results.list[0].contains("not live"), results.list[0])
+        XCTAssertTrue(results.list[1].contains("not live"), results.list[1])
+        XCTAssertEqual(results.list[2], "ok")
+        let applied = events.events("applied")
+        XCTAssertEqual(applied.count, 1, "\(applied)")
+        XCTAssertEqual(applied.first?["node"] as? String, "mix")
+        XCTAssertEqual(applied.first?["value"] as? [String: Double], ["mic": 1.0], "the value in its own type, not text")
+    }
+
+    func testAPartialPerInputChangeKeepsTheOtherInputs() throws {
+        let checked = check("""
+        nodes:
+          app: {type: tone, freq: 440, duration: 0.3s}
+          mic: {type: tone, freq: 880, duration: 0.3s}
+          mix: {type: mixer, in: [app, mic], gain: {app: 0.5, mic: 2}}
+          c: {type: collect, in: mix}
+        """, dir: TestSupport.scratch())
+        let run = try PipelineRun(checked, events: EventLog(output: .none))
+        let done = DispatchSemaphore(value: 0)
+        run.set(node: "mix", option: "gain", value: .perInput(["mic": .number(1)])) { _ in done.signal() }
+        try run.run()
+        XCTAssertEqual(done.wait(timeout: .now() + 5), .success)
+        XCTAssertEqual(run.currentOption(node: "mix", option: "gain"), .perInput(["app": .number(0.5), "mic": .number(1)]))
+    }
+
     func testMixerRejectsUnknownInputNames() {
         let checked = check("""
         nodes:

@@ -9,9 +9,9 @@ final class DimNode: Node, @unchecked Sendable {
     static let summary = "darkens the picture"
     static let inputs = [PadSpec("video", [.rawVideo], doc: "yuv420p or nv12")]
     static let outputs = [PadSpec("video", [.rawVideo], doc: "the same pictures, darker")]
-    static let options: [OptionSpec] = [
-        OptionSpec("amount", .number(0...1), default: "0.5", live: true, doc: "0 leaves the picture, 1 makes it black"),
-    ]
+    // Each option declared once (name, range, default, live, doc) and read back as its own type.
+    static let amount = Setting.number("amount", 0...1, default: 0.5, live: true, doc: "0 leaves the picture, 1 makes it black")
+    static let options = [amount.spec]
 
     // The format rule: output formats from input formats, or a refusal `check` reports in place.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
@@ -25,15 +25,12 @@ final class DimNode: Node, @unchecked Sendable {
     var amount: Double
 
     init(_ setup: NodeSetup) throws {
-        amount = setup.options.number("amount") ?? 0.5
+        amount = setup[Self.amount]
     }
 
-    // Live changes arrive on the node's own thread, between two frames.
+    // Live changes, checked against the declaration by the runtime, arrive between two frames.
     func set(option: String, to value: OptionValue) throws {
-        guard option == "amount", case .number(let a) = value, (0...1).contains(a) else {
-            throw MediaError("option '\(option)' cannot be set to that while running")
-        }
-        amount = a
+        if let a = try Self.amount.value(in: option, value) { amount = a }
     }
 
     // The work: one frame in, one frame out (same buffer; copied only if someone else holds it).

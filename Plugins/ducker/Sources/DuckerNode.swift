@@ -59,8 +59,6 @@ public final class DuckerNode: Node, @unchecked Sendable {
     /// The current gain of main, in dB (0 ... -depth).
     var gainDB = 0.0
     var ducking = false
-    /// Live changes made since the last main frame, reported with that frame's media time.
-    var applied: [(option: String, value: Double)] = []
 
     public init(_ setup: NodeSetup) throws {
         threshold = setup[Self.threshold]
@@ -74,14 +72,12 @@ public final class DuckerNode: Node, @unchecked Sendable {
     }
 
     public func set(option: String, to value: OptionValue) throws {
-        let v: Double
-        if let x = try Self.threshold.value(in: option, value) { v = x; threshold = x }
-        else if let x = try Self.depth.value(in: option, value) { v = x; depth = x }
-        else if let x = try Self.attack.value(in: option, value) { v = x; attack = x }
-        else if let x = try Self.release.value(in: option, value) { v = x; release = x }
-        else if let x = try Self.hold.value(in: option, value) { v = x; hold = x }
+        if let v = try Self.threshold.value(in: option, value) { threshold = v }
+        else if let v = try Self.depth.value(in: option, value) { depth = v }
+        else if let v = try Self.attack.value(in: option, value) { attack = v }
+        else if let v = try Self.release.value(in: option, value) { release = v }
+        else if let v = try Self.hold.value(in: option, value) { hold = v }
         else { throw MediaError("option '\(option)' cannot be changed while running") }
-        applied.append((option, v))
     }
 
     public func wantsInput(_ input: Int) -> Bool {
@@ -163,8 +159,6 @@ public final class DuckerNode: Node, @unchecked Sendable {
 
     /// Applies the gain curve to one main frame, in place.
     func duck(_ frame: Frame, _ out: Outlet) throws {
-        for change in applied { out.event("applied", ["option": change.option, "value": change.value, "media_time": frame.seconds]) }
-        applied.removeAll()
         let rate = Double(frame.sampleRate)
         let down = attack > 0 ? depth / (attack * rate) : .infinity
         let up = release > 0 ? depth / (release * rate) : .infinity

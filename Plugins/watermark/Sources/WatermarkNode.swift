@@ -46,7 +46,6 @@ public final class WatermarkNode: Node, @unchecked Sendable {
     let scale: Double
     var corner: String
     var opacity: Double
-    var pending: [String: OptionValue] = [:]
     var mark: WatermarkMark?
 
     public init(_ setup: NodeSetup) throws {
@@ -62,22 +61,13 @@ public final class WatermarkNode: Node, @unchecked Sendable {
     }
 
     public func set(option: String, to value: OptionValue) throws {
-        guard try Self.corner.value(in: option, value) != nil || (try Self.opacity.value(in: option, value)) != nil else {
-            throw MediaError("option '\(option)' cannot be changed while running")
-        }
-        pending[option] = value
+        if let c = try Self.corner.value(in: option, value) { corner = c }
+        else if let o = try Self.opacity.value(in: option, value) { opacity = o }
+        else { throw MediaError("option '\(option)' cannot be changed while running") }
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
-        for (option, value) in pending.sorted(by: { $0.key < $1.key }) {
-            if let c = try Self.corner.value(in: option, value) {
-                corner = c; out.event("applied", ["option": option, "value": c, "media_time": frame.seconds])
-            } else if let o = try Self.opacity.value(in: option, value) {
-                opacity = o; out.event("applied", ["option": option, "value": o, "media_time": frame.seconds])
-            }
-        }
-        pending.removeAll()
         if opacity > 0 {
             if mark == nil || mark!.forWidth != frame.width || mark!.forHeight != frame.height {
                 mark = try WatermarkMark(source, pictureWidth: frame.width, pictureHeight: frame.height, scale: scale)

@@ -112,7 +112,9 @@ public protocol Node: AnyObject {
     func finish(_ out: Outlet) throws
     /// The run failed elsewhere: keep what can be kept (a sink still finalizes its file).
     func abort()
-    /// A live option change; takes effect on the next frame or block.
+    /// A live option change, made by the runtime on the node's own thread before its next buffer,
+    /// once the option was found live and the value within its declared range: the node assigns
+    /// it (read it with `Setting.value(in:_:)`); the runtime announces `applied`.
     func set(option: String, to value: OptionValue) throws
 }
 

@@ -19,9 +19,10 @@ public enum PluginAPI {
 
     /// The plugin API version. Compiled into each plugin (`@_alwaysEmitIntoClient`), so a
     /// plugin states the version it was built against, not the version of the host it runs in.
-    /// Raise it whenever `Node`, `NodeSetup`, `Negotiation`, `Outlet`, `Frame` or friends change incompatibly.
+    /// Raise it whenever `Node`, `NodeSetup`, `Negotiation`, `Setting`, `Outlet`, `Frame` or friends change
+    /// incompatibly (2: typed settings, live changes owned by the runtime).
     @_alwaysEmitIntoClient
-    public static var version: Int32 { 1 }
+    public static var version: Int32 { 2 }
 
     /// The body of a plugin's `avgraph_plugin`: compares versions, then lets `register` add node
     /// types. A throw is recorded for the host, which reports it naming the plugin file.

@@ -18,6 +18,7 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
     private var collectors: [Inbox] = []
     private var outlet: Outlet!
     private let memory = MemoryBudget(limit: Int.max)
+    private let changes = LiveChanges()
     /// Every event the node emitted, as JSON lines.
     public private(set) var eventLines: [String] = []
     private let eventLock = NSLock()
@@ -78,20 +79,35 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
     public var outputFormats: [StreamFormat] { setup.outputs }
 
     /// Hands one buffer to the node on input `input`.
-    public func feed(_ buffer: MediaBuffer, input: Int = 0) throws { try node.receive(buffer, input: input, outlet) }
+    public func feed(_ buffer: MediaBuffer, input: Int = 0) throws {
+        try node.receive(buffer, input: input, outlet)
+        changes.settle(outlet, received: buffer)
+    }
     public func feed(_ frame: Frame, input: Int = 0) throws { try feed(.frame(frame), input: input) }
 
     /// Asks a source for up to `count` more buffers; false when it ended.
     @discardableResult
     public func produce(_ count: Int = 1) throws -> Bool {
-        for _ in 0..<count { if try !node.produce(outlet) || outlet.reachedEnd { return false } }
+        for _ in 0..<count {
+            let more = try node.produce(outlet)
+            changes.settle(outlet)
+            if !more || outlet.reachedEnd { return false }
+        }
         return true
     }
 
-    public func endInput(_ input: Int = 0) throws { try node.inputEnded(input, outlet) }
-    public func tick(at clock: Double) throws { self.clock = clock; try node.tick(outlet) }
-    public func finish() throws { try node.finish(outlet) }
-    public func set(_ option: String, _ value: OptionValue) throws { try node.set(option: option, to: value) }
+    public func endInput(_ input: Int = 0) throws { try node.inputEnded(input, outlet); changes.settle(outlet) }
+    public func tick(at clock: Double) throws { self.clock = clock; try node.tick(outlet); changes.settle(outlet) }
+    public func finish() throws { try node.finish(outlet); changes.settle(outlet) }
+    /// A live change as the runtime makes it: checked against the declaration, taken by the node
+    /// now, announced as `applied` with the media time of the next buffer.
+    public func set(_ option: String, _ value: OptionValue) throws {
+        if let refusal = LiveChanges.check(type(of: node), nodeName: setup.name, option: option, value: value) { throw refusal }
+        var failure: Error?
+        changes.enqueue(option, value) { failure = $0 }
+        changes.apply(to: node, outlet)
+        if let failure { throw failure }
+    }
 
     /// Takes what the node emitted on `output` so far.
     public func emitted(_ output: Int = 0) -> [MediaBuffer] {

@@ -27,6 +27,8 @@ public final class Outlet: @unchecked Sendable {
     let isSource: Bool
     /// Media time (µs) of the last buffer emitted on each output.
     private(set) var lastTime: [Int64]
+    private var watchingFirstEmission = false
+    private var firstEmissionAfterMark: Int64?
     private(set) var emitted: [Int]
     private(set) var emittedBytes: [Int]
     private let statsLock = NSLock()
@@ -74,6 +76,7 @@ public final class Outlet: @unchecked Sendable {
             if case .frame(let f) = buffer, f.emittedAt == nil { f.emittedAt = run.clock }
         }
         statsLock.lock()
+        if watchingFirstEmission && firstEmissionAfterMark == nil { firstEmissionAfterMark = t }
         lastTime[output] = t
         emitted[output] += 1
         emittedBytes[output] += buffer.byteCount
@@ -104,6 +107,26 @@ public final class Outlet: @unchecked Sendable {
     }
 
     public func emit(_ frame: Frame, output: Int = 0) { emit(.frame(frame), output: output) }
+
+    var hasOutputs: Bool { !targets.isEmpty }
+
+    /// Live changes: note the media time of the next buffer emitted (where a change shows first).
+    func markFirstEmission() {
+        statsLock.lock()
+        watchingFirstEmission = true
+        firstEmissionAfterMark = nil
+        statsLock.unlock()
+    }
+
+    /// The media time noted since `markFirstEmission`, if a buffer has gone out; ends the watch.
+    func firstEmissionSinceMark() -> Double? {
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        guard watchingFirstEmission, let t = firstEmissionAfterMark else { return nil }
+        watchingFirstEmission = false
+        firstEmissionAfterMark = nil
+        return Double(t) / 1e6
+    }
     public func emit(_ packet: Packet, output: Int = 0) { emit(.packet(packet), output: output) }
 
     /// Media a node holds on to itself (a clip window) counts against the pipeline's `memory-limit`.

@@ -19,8 +19,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         var outlet: Outlet!
         let isSource: Bool
         let inputNames: [String]
-        private let pendingLock = NSLock()
-        private var pending: [(String, OptionValue, (Error?) -> Void)] = []
+        let changes = LiveChanges()
 
         init(name: String, node: any Node, inbox: Inbox, isSource: Bool, inputNames: [String]) {
             self.name = name
@@ -31,23 +30,13 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         }
 
         func enqueueChange(_ option: String, _ value: OptionValue, done: @escaping (Error?) -> Void) {
-            pendingLock.lock()
-            pending.append((option, value, done))
-            pendingLock.unlock()
+            changes.enqueue(option, value, done: done)
             inbox.condition.lock()
             inbox.condition.broadcast()
             inbox.condition.unlock()
         }
 
-        func applyChanges() {
-            pendingLock.lock()
-            let changes = pending
-            pending.removeAll()
-            pendingLock.unlock()
-            for (option, value, done) in changes {
-                do { try node.set(option: option, to: value); done(nil) } catch { done(error) }
-            }
-        }
+        func applyChanges() { changes.apply(to: node, outlet) }
     }
 
     public let pipeline: CheckedPipeline
@@ -267,7 +256,9 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             if r.isSource {
                 while !isStopping && !out.reachedEnd {
                     r.applyChanges()
-                    if try !r.node.produce(out) { break }
+                    let more = try r.node.produce(out)
+                    r.changes.settle(out)
+                    if !more { break }
                 }
             } else {
                 let tick: Double? = realtime ? 0.02 : nil
@@ -275,8 +266,12 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                 loop: while true {
                     r.applyChanges()
                     switch r.inbox.next(wants: { r.node.wantsInput($0) }, timeout: tick) {
-                    case .item(let lane, let buffer): try r.node.receive(buffer, input: lane, out)
-                    case .ended(let lane): try r.node.inputEnded(lane, out)
+                    case .item(let lane, let buffer):
+                        try r.node.receive(buffer, input: lane, out)
+                        r.changes.settle(out, received: buffer)
+                    case .ended(let lane):
+                        try r.node.inputEnded(lane, out)
+                        r.changes.settle(out)
                     case .allEnded: break loop
                     case .timeout: break
                     }
@@ -284,6 +279,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                     if realtime, clock - lastTick >= 0.02 {
                         lastTick = clock
                         try r.node.tick(out)
+                        r.changes.settle(out)
                     }
                 }
             }
@@ -298,11 +294,16 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
 
     /// Changes a live option; the node applies it before its next frame or block.
     public func set(node: String, option: String, value: OptionValue, done: @escaping (Error?) -> Void) {
-        guard let r = runners.first(where: { $0.name == node }) else { done(MediaError("no node named '\(node)'")); return }
+        guard let r = runners.first(where: { $0.name == node }), let checked = pipeline.node(node) else {
+            done(MediaError("no node named '\(node)'"))
+            return
+        }
+        if let refusal = LiveChanges.check(checked.type, nodeName: node, option: option, value: value) { done(refusal); return }
         r.enqueueChange(option, value) { [self] error in
             if error == nil {
                 stateLock.lock()
-                currentOptions[node, default: [:]][option] = value
+                let current = currentOptions[node]?[option] ?? checked.options[option]
+                currentOptions[node, default: [:]][option] = current.map { $0.merging(value) } ?? value
                 stateLock.unlock()
             }
             done(error)

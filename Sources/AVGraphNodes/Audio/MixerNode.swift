@@ -84,7 +84,6 @@ public final class MixerNode: Node, @unchecked Sendable {
     private var inputs: [Input]
     /// Output index of the next block; nil until the timeline's start is known.
     private var next: Int64?
-    private var applied: [(option: String, value: String)] = []
 
     public init(_ setup: NodeSetup) throws {
         rate = setup[Self.rate]
@@ -248,8 +247,6 @@ public final class MixerNode: Node, @unchecked Sendable {
         for p in planes { Self.limit(p, count: n) }
         next = e
         let time = Double(b) / Double(rate)
-        for change in applied { out.event("applied", ["option": change.option, "value": change.value, "media_time": time]) }
-        applied.removeAll()
         out.emit(frame)
     }
 
@@ -304,7 +301,6 @@ public final class MixerNode: Node, @unchecked Sendable {
         default:
             throw MediaError("option '\(option)' of mixer cannot be changed while running (live: gain, mute)")
         }
-        applied.append((option, value.text))
     }
 
     /// How the inputs are named to a user: by upstream node, or `node.pad` where one node feeds several.

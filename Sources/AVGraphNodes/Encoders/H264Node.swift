@@ -79,7 +79,6 @@ public final class H264Node: Node, @unchecked Sendable {
     private let crfMode: Bool
     private let derivedMaxrate: Bool
     private let derivedBufsize: Bool
-    private var pendingBitrate: Int?
     private var lastPts = Int64.min
     private let width: Int32, height: Int32
     private let pictureFormat: AVPixelFormat
@@ -170,12 +169,15 @@ public final class H264Node: Node, @unchecked Sendable {
             throw MediaError("option '\(option)' cannot be changed while running")
         }
         if crfMode { throw MediaError("bitrate cannot change: this encoder runs in crf mode") }
-        pendingBitrate = v
+        let ctx = encoder.context
+        // libx264's wrapper compares these with its own settings before each frame and reconfigures x264.
+        ctx.pointee.bit_rate = Int64(v)
+        if derivedMaxrate { ctx.pointee.rc_max_rate = Int64(v) }
+        if derivedBufsize && ctx.pointee.rc_max_rate > 0 { ctx.pointee.rc_buffer_size = Int32(clamping: 2 * ctx.pointee.rc_max_rate) }
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
-        applyPendingBitrate(at: frame.seconds, out)
         let needsConversion = frame.av.pointee.format != pictureFormat.rawValue
             || frame.av.pointee.width != width || frame.av.pointee.height != height
             || frame.av.pointee.color_range == AVCOL_RANGE_JPEG
@@ -195,17 +197,6 @@ public final class H264Node: Node, @unchecked Sendable {
         if out.realtime, let t = frame.emittedAt { emittedAt[pts] = t }
         try encoder.send(picture.av)
         try drain(out)
-    }
-
-    private func applyPendingBitrate(at seconds: Double, _ out: Outlet) {
-        guard let v = pendingBitrate else { return }
-        pendingBitrate = nil
-        let ctx = encoder.context
-        // libx264's wrapper compares these with its own settings before each frame and reconfigures x264.
-        ctx.pointee.bit_rate = Int64(v)
-        if derivedMaxrate { ctx.pointee.rc_max_rate = Int64(v) }
-        if derivedBufsize && ctx.pointee.rc_max_rate > 0 { ctx.pointee.rc_buffer_size = Int32(clamping: 2 * ctx.pointee.rc_max_rate) }
-        out.event("applied", ["option": "bitrate", "value": v, "media_time": seconds])
     }
 
     public func finish(_ out: Outlet) throws {

@@ -35,7 +35,6 @@ final class PrivacyNode: Node, @unchecked Sendable {
     var image: Frame?
     let schedule: [TimeSpan]
     var enabled: Bool
-    var pendingEnabled: Bool?
     var cards: [Geometry: Frame] = [:]
 
     init(_ setup: NodeSetup) throws {
@@ -58,17 +57,12 @@ final class PrivacyNode: Node, @unchecked Sendable {
         guard let on = try Self.enabled.value(in: option, value) else {
             throw MediaError("option '\(option)' cannot be changed while running")
         }
-        pendingEnabled = on
+        enabled = on
     }
 
     func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         let t = frame.seconds
-        if let change = pendingEnabled {
-            enabled = change
-            pendingEnabled = nil
-            out.event("applied", ["option": "enabled", "value": change, "media_time": t])
-        }
         guard enabled || schedule.contains(where: { $0.contains(t) }) else {
             out.emit(frame)
             return

@@ -1,0 +1,89 @@
+import Foundation
+
+/// Live option changes of one node, owned by the runtime (the scheduler or the harness): a change
+/// is checked against the option's declaration (live flag, type, range), handed to the node on
+/// its own thread before its next buffer, and announced once as `applied`, with the value in the
+/// option's own type and the media time of the first buffer the node emits after taking it (a
+/// sink: of the first buffer it receives). Nodes only assign.
+final class LiveChanges: @unchecked Sendable {
+    private let lock = NSLock()
+    private var queued: [(option: String, value: OptionValue, done: (Error?) -> Void)] = []
+    /// Applied but not yet announced; touched by the node's thread only.
+    private var unannounced: [(option: String, value: OptionValue)] = []
+
+    /// Refuses a change the declaration does not allow, before it reaches the node.
+    static func check(_ type: any Node.Type, nodeName: String, option: String, value: OptionValue) -> MediaError? {
+        guard let spec = type.option(option) else { return MediaError("node '\(nodeName)' (\(type.typeName)) has no option '\(option)'") }
+        guard spec.live else { return MediaError("option '\(option)' of '\(nodeName)' cannot change while running (not live)") }
+        guard spec.type.admits(value) else {
+            return MediaError("'\(value.text)' is not a valid \(option) (\(spec.type.rangeText ?? spec.type.name))")
+        }
+        return nil
+    }
+
+    /// Any thread: queues a change; `done` is called on the node's thread once the node took it or refused it.
+    func enqueue(_ option: String, _ value: OptionValue, done: @escaping (Error?) -> Void) {
+        lock.lock()
+        queued.append((option, value, done))
+        lock.unlock()
+    }
+
+    /// The node's thread: hands every queued change to the node.
+    func apply(to node: any Node, _ out: Outlet) {
+        lock.lock()
+        let changes = queued
+        queued.removeAll()
+        lock.unlock()
+        for c in changes {
+            do {
+                try node.set(option: c.option, to: c.value)
+                if unannounced.isEmpty { out.markFirstEmission() }
+                unannounced.append((c.option, c.value))
+                c.done(nil)
+            } catch {
+                c.done(error)
+            }
+        }
+    }
+
+    /// The node's thread, after each call into the node: announces the changes once the node has
+    /// emitted a buffer after taking them (a sink: at the buffer it just received).
+    func settle(_ out: Outlet, received: MediaBuffer? = nil) {
+        guard !unannounced.isEmpty else { return }
+        if let t = out.firstEmissionSinceMark() {
+            announce(at: t, out)
+        } else if !out.hasOutputs, let received {
+            announce(at: Double(received.time) / 1e6, out)
+        }
+    }
+
+    private func announce(at mediaTime: Double, _ out: Outlet) {
+        for c in unannounced {
+            out.event("applied", ["option": c.option, "value": c.value.jsonValue, "media_time": mediaTime])
+        }
+        unannounced.removeAll()
+    }
+}
+
+extension OptionValue {
+    /// The value as JSON in its own type: `true`, `3000000`, `0.5`, `"bottom-right"`, `{"mic": true}`;
+    /// durations in seconds; the rest as text.
+    public var jsonValue: Any {
+        switch self {
+        case .bool(let b): return b
+        case .int(let i): return i
+        case .number(let d): return d
+        case .duration(let d): return d
+        case .string(let s): return s
+        case .loop(let n): return n
+        case .perInput(let m): return m.mapValues(\.jsonValue)
+        default: return text
+        }
+    }
+
+    /// A per-input map merged into this one (a live `gain: {mic: 2}` changes only `mic`); any other value replaces it.
+    public func merging(_ change: OptionValue) -> OptionValue {
+        if case .perInput(let old) = self, case .perInput(let new) = change { return .perInput(old.merging(new) { $1 }) }
+        return change
+    }
+}
