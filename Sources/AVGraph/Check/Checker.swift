@@ -187,13 +187,7 @@ private struct Pass {
                 } else { optionsOK = false }
             }
         }
-        for spec in type.options where node.options[spec.name] == nil {
-            if let d = spec.defaultText {
-                var t = spec.type
-                if case .path = t { t = .path(mustExist: false) }
-                node.options[spec.name] = try? t.parse(.scalar(d, e.keyLocation))
-            }
-        }
+        node.options.fillDefaults(from: type.options)
         if !optionsOK { broken.insert(name) }
         result.nodes.append(node)
     }

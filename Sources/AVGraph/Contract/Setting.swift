@@ -21,15 +21,14 @@ public struct Setting<Value: Sendable>: Sendable {
          optional: Value, decode: @escaping @Sendable (OptionValue) -> Value?) {
         spec = OptionSpec(name, type, default: text, required: required, live: live, doc: doc)
         self.decode = decode
-        guard let text else { initial = optional; return }
+        guard text != nil else { initial = optional; return }
         do {
-            var parseType = type
-            if case .path = type { parseType = .path(mustExist: false) }
-            let parsed = try parseType.parse(.scalar(text, SourceLocation(file: "default of '\(name)'", line: 1, column: 1)))
-            guard let v = decode(parsed) else { preconditionFailure("default '\(text)' of '\(name)' does not read as \(Value.self)") }
+            guard let parsed = try spec.parsedDefault(), let v = decode(parsed) else {
+                preconditionFailure("default of '\(name)' does not read as \(Value.self)")
+            }
             initial = v
         } catch {
-            preconditionFailure("default '\(text)' of option '\(name)' does not parse as \(type.name): \(error.message)")
+            preconditionFailure("default of option '\(name)' does not parse as \(type.name): \(error.message)")
         }
     }
 
@@ -60,7 +59,24 @@ extension OptionType {
     }
 }
 
+extension OptionSpec {
+    /// The default parsed by the option's own parser (a default path is not looked for); nil without one.
+    public func parsedDefault() throws(ValueProblem) -> OptionValue? {
+        guard let defaultText else { return nil }
+        var parseType = type
+        if case .path = type { parseType = .path(mustExist: false) }
+        return try parseType.parse(.scalar(defaultText, SourceLocation(file: "default of '\(name)'", line: 1, column: 1)))
+    }
+}
+
 extension OptionValues {
+    /// Every declared option that was not given gets its default: what `check` and the harness hand a node.
+    public mutating func fillDefaults(from specs: [OptionSpec]) {
+        for spec in specs where values[spec.name] == nil {
+            values[spec.name] = try? spec.parsedDefault()
+        }
+    }
+
     /// The option's value as its own Swift type: what the file gave, else the declared default.
     public subscript<Value>(_ setting: Setting<Value>) -> Value {
         values[setting.spec.name].flatMap(setting.decode) ?? setting.initial

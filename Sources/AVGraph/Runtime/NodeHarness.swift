@@ -41,12 +41,9 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
         for spec in type.options {
             if let e = entries.first(where: { $0.key == spec.name }) {
                 do { values[spec.name] = try spec.type.parse(e.value) } catch { throw MediaError("option \(spec.name): \(error.message)") }
-            } else if let d = spec.defaultText {
-                var t = spec.type
-                if case .path = t { t = .path(mustExist: false) }
-                values[spec.name] = try? t.parse(.scalar(d, value.location))
             }
         }
+        values.fillDefaults(from: type.options)
         for e in entries where type.option(e.key) == nil { throw MediaError("\(type.typeName) has no option '\(e.key)'") }
         let pads = type.inputs
         if let inputPads {
