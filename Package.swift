@@ -12,6 +12,8 @@ let package = Package(
     products: [
         .library(name: "AVGraph", type: .dynamic, targets: ["AVGraph"]),
         .library(name: "AVGraphNodes", targets: ["AVGraphNodes"]),
+        // Test support for node authors (NodeHarness, TestMedia, the conformance verifier): not in the shipped library.
+        .library(name: "AVGraphTesting", targets: ["AVGraphTesting"]),
         .executable(name: "avgraph", targets: ["avgraph"]),
         // Example plugins: loadable node libraries (see docs/WRITING-NODES.md).
         .library(name: "AVGraphWatermark", type: .dynamic, targets: ["AVGraphWatermark"]),
@@ -35,13 +37,14 @@ let package = Package(
         ),
         .target(name: "AVGraph", dependencies: ["CFFmpeg", "Yams"]),
         .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg"]),
+        .target(name: "AVGraphTesting", dependencies: ["AVGraph", "CFFmpeg"]),
         .executableTarget(
             name: "avgraph",
             dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             linkerSettings: hostExportsAVGraph
         ),
         .executableTarget(name: "PushExample", dependencies: ["AVGraph", "AVGraphNodes"], path: "Examples/PushExample"),
-        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",
                 linkerSettings: pluginLink),
@@ -53,7 +56,7 @@ let package = Package(
         .target(name: "FixtureClash", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Clash", linkerSettings: pluginLink),
         .target(name: "FixtureShortNegotiate", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/ShortNegotiate", linkerSettings: pluginLink),
         // Loads the plugins above as files (never links them: each would bring its own avgraph_plugin).
-        .testTarget(name: "PluginTests", dependencies: ["AVGraph", "AVGraphNodes", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .testTarget(name: "PluginTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTesting
 import AVGraphNodes
 import CFFmpeg
 import Foundation

@@ -1,6 +1,7 @@
 // DimNode below is docs/WRITING-NODES.md's example (less `public`): the doc's code compiles and does what it says.
 import XCTest
 import AVGraph
+import AVGraphTesting
 import CFFmpeg
 
 final class DimNode: Node, @unchecked Sendable {

@@ -74,6 +74,18 @@ public struct NodeSetup: Sendable {
     /// turns the small scaled picture instead of the full one).
     public var consumersStandUpright: [Bool] = []
 
+    public init(name: String, options: OptionValues, inputs: [Negotiation.Input], outputs: [StreamFormat], baseDirectory: String,
+                realtime: Bool, duration: Double?, consumersStandUpright: [Bool] = []) {
+        self.name = name
+        self.options = options
+        self.inputs = inputs
+        self.outputs = outputs
+        self.baseDirectory = baseDirectory
+        self.realtime = realtime
+        self.duration = duration
+        self.consumersStandUpright = consumersStandUpright
+    }
+
     public func path(_ option: String) -> String? {
         options.string(option).map { PathResolver.resolve($0, relativeTo: baseDirectory) }
     }

@@ -1,3 +1,4 @@
+import AVGraph
 import CFFmpeg
 import Foundation
 

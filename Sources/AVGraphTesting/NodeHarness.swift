@@ -1,3 +1,4 @@
+@_spi(Testing) import AVGraph
 import Foundation
 
 /// Runs one node by hand, without threads, as SwiftNIO's `EmbeddedChannel` runs one handler:
@@ -6,22 +7,16 @@ import Foundation
 ///     let h = try NodeHarness(ResizeNode.self, options: "size: 320x240", inputs: [.video(width: 640, height: 480, ...)])
 ///     try h.feed(.frame(frame))
 ///     let out = h.emitted()
-public final class NodeHarness: OutletHost, @unchecked Sendable {
-    public let node: any Node
-    public let setup: NodeSetup
-    public let events: EventLog
-    public var realtime: Bool
-    public var clock: Double = 0
-    public var mediaClock: Double { clock }
-    public var isStopping = false
-    public var duration: Double?
-    private var collectors: [Inbox] = []
-    private var outlet: Outlet!
-    private let memory = MemoryBudget(limit: Int.max)
-    private let changes = LiveChanges()
+public final class NodeHarness: @unchecked Sendable {
+    let embedded: EmbeddedNode
+    public var node: any Node { embedded.node }
+    public var setup: NodeSetup { embedded.setup }
+    public var events: EventLog { embedded.events }
+    public var realtime: Bool { embedded.realtime }
+    public var duration: Double? { embedded.duration }
+    public var clock: Double { embedded.clock }
     /// Every event the node emitted, as JSON lines.
-    public private(set) var eventLines: [String] = []
-    private let eventLock = NSLock()
+    public var eventLines: [String] { embedded.eventLines }
 
     /// `options` is the node's body in `.pipe` syntax (`"size: 320x240, mode: fit"`); defaults fill the rest.
     /// Input connection `i` has format `inputs[i]`, comes from upstream `inputNames[i]` (default `in<i>`) and
@@ -29,8 +24,6 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
     public init(_ type: any Node.Type, options: String = "", inputs: [StreamFormat] = [], inputNames: [String]? = nil,
                 pads inputPads: [String]? = nil,
                 realtime: Bool = false, baseDirectory: String = FileManager.default.currentDirectoryPath) throws {
-        let registry = NodeRegistry()
-        try registry.register(type)
         let names = inputNames ?? inputs.indices.map { "in\($0)" }
         // Options are parsed by the same table and parser `check` uses.
         let (value, diagnostics) = PipeLoader.parse(data: Data("{\(options)}".utf8), file: "harness")
@@ -57,65 +50,37 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
         let negotiation = Negotiation(nodeName: "node", options: values, inputs: connected, baseDirectory: baseDirectory, realtime: realtime)
         let outputs: [StreamFormat]
         do { outputs = try type.negotiate(negotiation) } catch { throw MediaError("negotiate: \(error.message)") }
-        self.realtime = realtime
-        events = EventLog(output: .none)
-        setup = NodeSetup(name: "node", options: values, inputs: connected, outputs: outputs, baseDirectory: baseDirectory,
-                          realtime: realtime, duration: values.duration("duration"))
-        duration = setup.duration
-        node = try type.init(setup)
-        collectors = outputs.map { Inbox(lanes: [Inbox.Lane(capacity: Int.max, policy: .block, kind: $0.kind)], memory: memory) }
-        outlet = Outlet(nodeName: "node", targets: collectors.map { [Outlet.Target(inbox: $0, lane: 0)] }, run: self,
-                        isSource: type.inputs.isEmpty)
-        events.addListener { [weak self] line in
-            guard let self else { return }
-            self.eventLock.lock(); self.eventLines.append(line); self.eventLock.unlock()
+        guard outputs.count == type.outputs.count else {
+            throw MediaError("negotiate returned \(outputs.count) formats for \(type.outputs.count) output pads")
         }
+        let setup = NodeSetup(name: "node", options: values, inputs: connected, outputs: outputs, baseDirectory: baseDirectory,
+                              realtime: realtime, duration: values.duration("duration"))
+        embedded = try EmbeddedNode(type, setup: setup)
     }
 
     /// The negotiated output formats.
     public var outputFormats: [StreamFormat] { setup.outputs }
 
     /// Hands one buffer to the node on input `input`.
-    public func feed(_ buffer: MediaBuffer, input: Int = 0) throws {
-        try node.receive(buffer, input: input, outlet)
-        changes.settle(outlet, received: buffer)
-    }
+    public func feed(_ buffer: MediaBuffer, input: Int = 0) throws { try embedded.receive(buffer, input: input) }
     public func feed(_ frame: Frame, input: Int = 0) throws { try feed(.frame(frame), input: input) }
 
     /// Asks a source for up to `count` more buffers; false when it ended.
     @discardableResult
     public func produce(_ count: Int = 1) throws -> Bool {
-        for _ in 0..<count {
-            let more = try node.produce(outlet)
-            changes.settle(outlet)
-            if !more || outlet.reachedEnd { return false }
-        }
+        for _ in 0..<count { if try !embedded.produce() { return false } }
         return true
     }
 
-    public func endInput(_ input: Int = 0) throws { try node.inputEnded(input, outlet); changes.settle(outlet) }
-    public func tick(at clock: Double) throws { self.clock = clock; try node.tick(outlet); changes.settle(outlet) }
-    public func finish() throws { try node.finish(outlet); changes.settle(outlet) }
+    public func endInput(_ input: Int = 0) throws { try embedded.inputEnded(input) }
+    public func tick(at clock: Double) throws { try embedded.tick(at: clock) }
+    public func finish() throws { try embedded.finish() }
     /// A live change as the runtime makes it: checked against the declaration, taken by the node
-    /// now, announced as `applied` with the media time of the next buffer.
-    public func set(_ option: String, _ value: OptionValue) throws {
-        if let refusal = LiveChanges.check(type(of: node), nodeName: setup.name, option: option, value: value) { throw refusal }
-        var failure: Error?
-        changes.enqueue(option, value) { failure = $0 }
-        changes.apply(to: node, outlet)
-        if let failure { throw failure }
-    }
+    /// now, announced as `applied` with the media time of the next buffer it emits.
+    public func set(_ option: String, _ value: OptionValue) throws { try embedded.set(option, value) }
 
     /// Takes what the node emitted on `output` so far.
-    public func emitted(_ output: Int = 0) -> [MediaBuffer] {
-        var out: [MediaBuffer] = []
-        let inbox = collectors[output]
-        inbox.condition.lock()
-        let lane = inbox.lanes[0]
-        while lane.count > 0 { out.append(lane.pop()) }
-        inbox.condition.unlock()
-        return out
-    }
+    public func emitted(_ output: Int = 0) -> [MediaBuffer] { embedded.take(output) }
 
     public func emittedFrames(_ output: Int = 0) -> [Frame] { emitted(output).compactMap(\.frame) }
 
@@ -169,16 +134,11 @@ public final class NodeHarness: OutletHost, @unchecked Sendable {
 
     /// The events the node emitted with this name, as decoded JSON objects.
     public func events(named name: String) -> [[String: Any]] {
-        eventLock.lock(); let lines = eventLines; eventLock.unlock()
-        return lines.compactMap { line in
+        eventLines.compactMap { line in
             guard let o = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else { return nil }
             return (o["event"] as? String) == name ? o : nil
         }
     }
     public func emittedPackets(_ output: Int = 0) -> [Packet] { emitted(output).compactMap(\.packet) }
 
-    func waitUntil(mediaTime t: Double) {}
-    func account(bytes: Int) { if bytes >= 0 { memory.add(bytes) } else { memory.release(-bytes) } }
-    var overMemoryLimit: Bool { false }
-    func pauseState(at t: Double) -> PipelineRun.PauseDecision { .keep }
 }

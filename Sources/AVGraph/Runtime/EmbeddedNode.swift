@@ -1,0 +1,88 @@
+import Foundation
+
+/// One node driven by hand on the caller's thread, with no scheduler: every output collected in
+/// an unbounded queue, live changes made and announced as the runtime makes them. The engine side
+/// of `NodeHarness` (module AVGraphTesting), kept here because it stands in for the runtime's own
+/// internal host; not part of the public API.
+@_spi(Testing) public final class EmbeddedNode: OutletHost, @unchecked Sendable {
+    public let node: any Node
+    public let setup: NodeSetup
+    public let events: EventLog
+    public let realtime: Bool
+    public var clock: Double = 0
+    public var mediaClock: Double { clock }
+    public var isStopping = false
+    public let duration: Double?
+    private let memory = MemoryBudget(limit: Int.max)
+    private let changes = LiveChanges()
+    private var collectors: [Inbox] = []
+    private var outlet: Outlet!
+    private let eventLock = NSLock()
+    private var lines: [String] = []
+
+    public init(_ type: any Node.Type, setup: NodeSetup) throws {
+        self.setup = setup
+        realtime = setup.realtime
+        duration = setup.duration
+        events = EventLog(output: .none)
+        node = try type.init(setup)
+        collectors = setup.outputs.map { Inbox(lanes: [Inbox.Lane(capacity: Int.max, policy: .block, kind: $0.kind)], memory: memory) }
+        outlet = Outlet(nodeName: setup.name, targets: collectors.map { [Outlet.Target(inbox: $0, lane: 0)] }, run: self,
+                        isSource: type.inputs.isEmpty)
+        events.addListener { [weak self] line in
+            guard let self else { return }
+            self.eventLock.lock(); self.lines.append(line); self.eventLock.unlock()
+        }
+    }
+
+    /// Every event the node (or the runtime for it) emitted, as JSON lines.
+    public var eventLines: [String] {
+        eventLock.lock()
+        defer { eventLock.unlock() }
+        return lines
+    }
+
+    public func receive(_ buffer: MediaBuffer, input: Int) throws {
+        try node.receive(buffer, input: input, outlet)
+        changes.settle(outlet, received: buffer)
+    }
+
+    /// One `produce` call; false when the source ended (or reached the duration).
+    public func produce() throws -> Bool {
+        let more = try node.produce(outlet)
+        changes.settle(outlet)
+        return more && !outlet.reachedEnd
+    }
+
+    public func inputEnded(_ input: Int) throws { try node.inputEnded(input, outlet); changes.settle(outlet) }
+    public func tick(at clock: Double) throws { self.clock = clock; try node.tick(outlet); changes.settle(outlet) }
+    public func finish() throws { try node.finish(outlet); changes.settle(outlet) }
+    public func abort() { node.abort() }
+    public func wantsInput(_ input: Int) -> Bool { node.wantsInput(input) }
+
+    /// A live change as the runtime makes it: checked against the declaration, taken by the node
+    /// now, announced as `applied` with the media time of the next buffer it emits.
+    public func set(_ option: String, _ value: OptionValue) throws {
+        if let refusal = LiveChanges.check(type(of: node), nodeName: setup.name, option: option, value: value) { throw refusal }
+        var failure: Error?
+        changes.enqueue(option, value) { failure = $0 }
+        changes.apply(to: node, outlet)
+        if let failure { throw failure }
+    }
+
+    /// Takes what the node emitted on `output` so far.
+    public func take(_ output: Int) -> [MediaBuffer] {
+        var out: [MediaBuffer] = []
+        let inbox = collectors[output]
+        inbox.condition.lock()
+        let lane = inbox.lanes[0]
+        while lane.count > 0 { out.append(lane.pop()) }
+        inbox.condition.unlock()
+        return out
+    }
+
+    func waitUntil(mediaTime t: Double) {}
+    func account(bytes: Int) { if bytes >= 0 { memory.add(bytes) } else { memory.release(-bytes) } }
+    var overMemoryLimit: Bool { false }
+    func pauseState(at t: Double) -> PipelineRun.PauseDecision { .keep }
+}
