@@ -175,8 +175,13 @@ struct FileProbe {
     /// The EXIF orientation of a stream's display matrix (a phone's "rotate" tag).
     static func orientation(of stream: UnsafeMutablePointer<AVStream>) -> Orientation {
         guard let data = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, nil) else { return .up }
+        return orientation(matrix: UnsafeRawPointer(data))
+    }
+
+    /// The EXIF orientation of a 3x3 display matrix (stream side data, or a picture's own).
+    static func orientation(matrix data: UnsafeRawPointer) -> Orientation {
         var m = [Int32](repeating: 0, count: 9)
-        data.withMemoryRebound(to: Int32.self, capacity: 9) { p in for i in 0..<9 { m[i] = p[i] } }
+        for i in 0..<9 { m[i] = data.loadUnaligned(fromByteOffset: 4 * i, as: Int32.self) }
         // A negative determinant is a mirror; undo it (flip the first column) to read the rotation.
         let mirrored = Int64(m[0]) * Int64(m[4]) - Int64(m[1]) * Int64(m[3]) < 0
         if mirrored { m[0] = -m[0]; m[3] = -m[3]; m[6] = -m[6] }
