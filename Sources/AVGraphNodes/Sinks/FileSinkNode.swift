@@ -18,7 +18,9 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     static let fragmented = Setting.bool("fragmented", default: false,
         doc: "mp4/mov: write fragments (one per keyframe, flushed as written) so the file stays playable if the process dies")
     static let overwrite = Setting.bool("overwrite", default: false, doc: "replace an existing file instead of refusing to run")
-    public static let options = [path.spec, faststart.spec, fragmented.spec, overwrite.spec]
+    static let upload = Setting<UploadTarget?>.upload("upload",
+        doc: "after the file is finalized, send it with one HTTP request (body streamed from disk), retried with backoff; event `uploaded`; a failed upload keeps the file and fails the run. http:// only in this build")
+    public static let options = [path.spec, faststart.spec, fragmented.spec, overwrite.spec, upload.spec]
 
     static var extensionsText: String { Muxer.containers.map { ".\($0.ext)" }.joined(separator: ", ") }
 
@@ -52,6 +54,10 @@ public final class FileSinkNode: Node, @unchecked Sendable {
                                        hint: fits.isEmpty ? nil : "write it to \(fits.joined(separator: " or ")) instead")
             }
         }
+        if let u = n[Self.upload], !u.url.lowercased().hasPrefix("http://") {
+            throw NegotiationError("this build uploads over http:// only, not '\(u.shownURL)'", option: "upload",
+                                   hint: "put a TLS-terminating proxy on loopback (e.g. stunnel) in front of the https endpoint")
+        }
         if container == "flv" {
             for kind in [MediaKind.encodedVideo, .encodedAudio] where n.inputs.filter({ $0.format.kind == kind }).count > 1 {
                 throw NegotiationError("an .flv file holds one video and one audio stream; got several \(kind) inputs",
@@ -73,6 +79,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     private var pending: [(input: Int, packet: Packet)] = []
     private var done = false
     private let inputNames: [String]
+    private let upload: UploadTarget?
 
     public init(_ setup: NodeSetup) throws {
         let path = setup.path(Self.path) ?? ""
@@ -93,6 +100,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         firstStream = Array(repeating: nil, count: setup.inputs.count)
         ended = Array(repeating: false, count: setup.inputs.count)
         inputNames = setup.inputs.map(\.from)
+        upload = setup[Self.upload]
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
@@ -161,6 +169,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
             return
         }
         try muxer.finish()
+        if let upload { try Upload(target: upload).send(muxer.path, out) }
     }
 
     public func abort() {
