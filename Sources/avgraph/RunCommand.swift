@@ -34,6 +34,12 @@ struct RunCommand: ParsableCommand {
     @Flag(name: .long, help: "Run as fast as possible.")
     var offline = false
 
+    @Option(name: .long, help: "Name this run (events, default control socket), instead of the file's 'pipeline': many runs of one .pipe side by side.")
+    var name: String?
+
+    @Option(name: .long, help: "Control socket path, instead of the file's 'control' (or the default for the name).")
+    var control: String?
+
     func validate() throws {
         if realtime && offline { throw ValidationError("--realtime and --offline exclude each other") }
         if let duration, ValueSyntax.duration(duration) == nil {
@@ -44,6 +50,8 @@ struct RunCommand: ParsableCommand {
     func run() throws {
         var checked = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets)).check(path: file)
         if let duration, let d = ValueSyntax.duration(duration) { checked.settings.duration = d }
+        if let name { checked.settings.name = name }
+        if let control { checked.settings.control = control }
         var printer = DiagnosticPrinter()
         for d in checked.diagnostics { Terminal.err(printer.render(d, path: file)) }
         guard checked.isValid else {

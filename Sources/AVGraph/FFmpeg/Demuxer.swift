@@ -39,6 +39,8 @@ public final class Demuxer {
         ctx.pointee.interrupt_callback.opaque = Unmanaged.passUnretained(cancel).toOpaque()
         // A live stream's first second tells its codecs; waiting the default 5 s only delays the start.
         ctx.pointee.max_analyze_duration = Int64(analyzeSeconds * 1e6)
+        // Nor wait for 20 pictures to guess a frame rate the caller does not use.
+        ctx.pointee.fps_probe_size = 0
         var dict: OpaquePointer?
         for (k, v) in options { av_dict_set(&dict, k, v, 0) }
         defer { av_dict_free(&dict) }

@@ -111,10 +111,13 @@ final class NetworkSourceCore {
         }
     }
 
-    func finish(_ out: Outlet) {
+    /// Stopped (SIGTERM when the publisher left nginx, Ctrl-C): what was already decoded still
+    /// goes into the recording.
+    func finish(_ out: Outlet) throws {
         reader.stop()
         report(out)
         hub.finish()
+        while case .item(let item) = hub.queue.next(timeout: 0) { try emitter.emit(item, out) }
         emitter.reportDrops(out)
     }
 

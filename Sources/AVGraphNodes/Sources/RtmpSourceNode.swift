@@ -36,6 +36,6 @@ public final class RtmpSourceNode: Node, LiveSource, @unchecked Sendable {
     }
 
     public func produce(_ out: Outlet) throws -> Bool { try core.produce(out) }
-    public func finish(_ out: Outlet) throws { core.finish(out) }
+    public func finish(_ out: Outlet) throws { try core.finish(out) }
     public func abort() { core.abort() }
 }
