@@ -17,12 +17,9 @@ public final class Demuxer {
         context = ctx
         self.path = path
         // Containers without a global header (ts, flv) only know sizes and rates after a few packets.
+        // Fully initialised: on a throw from here deinit closes the input (closing it here too was a double free).
         let probed = avformat_find_stream_info(ctx, nil)
-        if probed < 0 {
-            var c: UnsafeMutablePointer<AVFormatContext>? = ctx
-            avformat_close_input(&c)
-            throw MediaError("cannot read the streams of '\(path)': \(AVFailure.message(probed))")
-        }
+        if probed < 0 { throw MediaError("cannot read the streams of '\(path)': \(AVFailure.message(probed))") }
     }
 
     /// A network input (`rtmp://`, `srt://`, or any URL libavformat reads): `options` go to the
