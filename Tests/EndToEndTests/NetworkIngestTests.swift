@@ -107,6 +107,30 @@ final class NetworkIngestTests: XCTestCase {
         XCTAssertEqual(Double(level.count) / 48000, (audio.last ?? 0) - (audio.first ?? 0), accuracy: 0.1, "the audio is one piece")
     }
 
+    /// A landscape picture whose H.264 stream says "turn me 90°" (display orientation SEI, as
+    /// some phone encoders send; FLV has no rotation field) comes out upright: portrait, so
+    /// fitted into 1280x720 with bars at the sides.
+    func testDisplayOrientationInTheStreamTurnsThePictureUpright() throws {
+        let dir = CLI.scratch()
+        let clip = dir + "/turned.mp4"
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=s=640x360:r=30:d=4", "-f", "lavfi", "-i", "sine=d=4",
+                           "-c:v", "libx264", "-g", "30", "-pix_fmt", "yuv420p", "-bsf:v", "h264_metadata=display_orientation=insert:rotate=90",
+                           "-c:a", "aac", clip])
+        let port = try LoopbackPort.free()
+        let url = "rtmp://127.0.0.1:\(port)/live/phone"
+        let run = try startRun(dir, source: "type: rtmp, url: \"\(url)\", listen: true")
+        XCTAssertEqual(try Self.publish(["-re", "-i", clip, "-c", "copy", "-f", "flv", url]), 0)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let frames = try CLI.grayFrames(dir + "/out.mp4", width: 64, height: 36)
+        XCTAssertGreaterThan(frames.count, 60)
+        for f in frames.suffix(10) {
+            func mean(_ xs: Range<Int>) -> Int { (0..<36).reduce(0) { s, y in s + xs.reduce(0) { $0 + Int(f[y * 64 + $1]) } } / (36 * xs.count) }
+            XCTAssertLessThan(mean(0..<16), 25, "bars at the left: the picture stands upright")
+            XCTAssertLessThan(mean(48..<64), 25, "bars at the right")
+            XCTAssertGreaterThan(mean(26..<38), 40, "the picture in the middle")
+        }
+    }
+
     /// 1280x720 H.264 + AAC, `seconds` of video (first to last frame, plus one); the frame times.
     @discardableResult
     private func assertRecording(_ path: String, seconds: Double, accuracy: Double, file: StaticString = #filePath, line: UInt = #line) throws -> [Double] {

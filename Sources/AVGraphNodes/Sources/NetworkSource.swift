@@ -316,7 +316,9 @@ final class NetworkReader: @unchecked Sendable {
         guard let decoder = c.decoders[pad] else { return }
         let timeBase = c.timeBases[pad]
         while let av = try decoder.receive() {
-            let frame = Frame(owning: av, timeBase: timeBase, orientation: pad == 0 ? Self.orientation(av, c.orientation) : .up)
+            // A display orientation SEI holds for the pictures after it until the next one says otherwise.
+            if pad == 0 { c.orientation = Self.orientation(av, c.orientation) }
+            let frame = Frame(owning: av, timeBase: timeBase, orientation: pad == 0 ? c.orientation : .up)
             var pts = av.pointee.best_effort_timestamp
             if pts == avg_nopts() { pts = av.pointee.pts }
             // MPEG-TS stamps only the first of the audio frames in a PES packet: the rest follow on.
@@ -333,7 +335,7 @@ final class NetworkReader: @unchecked Sendable {
         }
     }
 
-    /// A picture's own display matrix (H.264 display orientation SEI) wins over the stream's.
+    /// A picture's own display matrix (H.264 display orientation SEI) wins over what held before.
     private static func orientation(_ av: UnsafeMutablePointer<AVFrame>, _ stream: Orientation) -> Orientation {
         guard let sd = av_frame_get_side_data(av, AV_FRAME_DATA_DISPLAYMATRIX), sd.pointee.size >= 36 else { return stream }
         return FileProbe.orientation(matrix: UnsafeRawPointer(sd.pointee.data))
@@ -407,7 +409,7 @@ final class SessionDecoding: @unchecked Sendable {
     let connectedAt: Double
     let decoders: [Decoder?]
     let timeBases: [Rational]
-    let orientation: Orientation
+    var orientation: Orientation
     var first: Double?
     var next: [Int64?] = [nil, nil]
     var healthy = true
