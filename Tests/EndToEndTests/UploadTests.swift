@@ -9,7 +9,8 @@ final class LoopbackHTTP: @unchecked Sendable {
     let port: Int
     private let process = Process()
 
-    init(failFirst fail: Int = 0) throws {
+    /// `tls`: HTTPS with a self-signed certificate for localhost/127.0.0.1 (`dir`/cert.pem).
+    init(failFirst fail: Int = 0, tls: Bool = false) throws {
         dir = CLI.scratch("http")
         port = try LoopbackPort.free()
         try FileManager.default.createDirectory(atPath: dir + "/received", withIntermediateDirectories: true)
@@ -34,17 +35,27 @@ final class LoopbackHTTP: @unchecked Sendable {
                 s.send_response(201); s.end_headers()
             do_POST = do_PUT
             def log_message(s, *a): pass
-        http.server.ThreadingHTTPServer(('127.0.0.1', port), H).serve_forever()
+        srv = http.server.ThreadingHTTPServer(('127.0.0.1', port), H)
+        if len(sys.argv) > 4:
+            import ssl
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(os.path.join(root, 'cert.pem'), os.path.join(root, 'key.pem'))
+            srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+        srv.serve_forever()
         """, to: dir + "/server.py")
+        if tls {
+            _ = try CLI.shell(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem",
+                               "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        }
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", dir + "/server.py", String(port), dir, String(fail)]
+        process.arguments = ["python3", dir + "/server.py", String(port), dir, String(fail)] + (tls ? ["tls"] : [])
         process.standardError = FileHandle.nullDevice
         try process.run()
         let end = Date().addingTimeInterval(10)
         while Date() < end && !LoopbackPort.accepts(port) { usleep(50_000) }
     }
 
-    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+    func url(_ path: String, tls: Bool = false) -> String { "\(tls ? "https://localhost" : "http://127.0.0.1"):\(port)\(path)" }
 
     func stop() {
         if process.isRunning { process.terminate() }
@@ -102,14 +113,25 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(Double(times.count), 60, accuracy: 2, "the local file is finalized and plays")
     }
 
-    func testHttpsIsRefusedAtCheckNamingTheOption() throws {
+    /// https: the server's certificate is checked, against `ca` here (self-signed for localhost);
+    /// against the system's authorities the same server is refused.
+    func testHttpsUploadArrivesAndTheCertificateIsChecked() throws {
+        let server = try LoopbackHTTP(tls: true)
+        addTeardownBlock { server.stop() }
         let dir = CLI.scratch()
-        CLI.write(Self.pipe(upload: "{url: \"https://example.com/x.mp4\"}"), to: dir + "/up.pipe")
-        let r = try CLI.run(["check", dir + "/up.pipe"])
-        XCTAssertEqual(r.status, 1)
-        let said = r.stdout + r.stderr
-        XCTAssertTrue(said.contains("up.pipe:8:"), said)
-        XCTAssertTrue(said.contains("uploads over http://"), said)
+        let url = server.url("/secure.mp4", tls: true)
+        CLI.write(Self.pipe(upload: "{url: \"\(url)\", ca: \"\(server.dir)/cert.pem\", attempts: 1}"), to: dir + "/up.pipe")
+        let r = try CLI.run(["run", dir + "/up.pipe", "--events", "json"], timeout: 120)
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let local = try Data(contentsOf: URL(fileURLWithPath: dir + "/out.mp4"))
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: server.dir + "/received/PUT_secure.mp4")), local, "byte for byte over TLS")
+
+        let other = CLI.scratch()
+        CLI.write(Self.pipe(upload: "{url: \"\(url)\", attempts: 1}"), to: other + "/up.pipe")
+        let refused = try CLI.run(["run", other + "/up.pipe"], timeout: 120)
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.stderr.contains("certificate"), refused.stderr)
+        XCTAssertGreaterThan(try CLI.videoFrameTimes(other + "/out.mp4").count, 50, "the file is kept")
     }
 
     /// `file` as a source also reads standard input (`-`) and URLs.

@@ -53,7 +53,7 @@ public indirect enum OptionType: Sendable {
         case .perInput(let t): return "map input -> \(t.name)"
         case .retry: return "{attempts: N, backoff: MIN..MAX}"
         case .region: return "x,y,WxH"
-        case .upload: return "{url: URL, method: PUT|POST, headers: {NAME: VALUE}, attempts: N}"
+        case .upload: return "{url: URL, method: PUT|POST, headers: {NAME: VALUE}, attempts: N, ca: FILE}"
         }
     }
 

@@ -7,12 +7,15 @@ public struct UploadTarget: Sendable, Equatable {
     public var method: String
     public var headers: [String: String]
     public var attempts: Int
+    /// https: the authorities to trust (a PEM file) instead of the system's.
+    public var caFile: String?
 
-    public init(url: String, method: String = "PUT", headers: [String: String] = [:], attempts: Int = 3) {
+    public init(url: String, method: String = "PUT", headers: [String: String] = [:], attempts: Int = 3, caFile: String? = nil) {
         self.url = url
         self.method = method
         self.headers = headers
         self.attempts = attempts
+        self.caFile = caFile
     }
 
     /// The URL for logs and events: no credentials, no query (a signed URL's signature).
@@ -25,7 +28,7 @@ public struct UploadTarget: Sendable, Equatable {
 
     static let example = "{url: https://host/path, method: PUT, headers: {Authorization: Bearer ...}, attempts: 3}"
 
-    /// `{url: ..., method: PUT|POST, headers: {NAME: VALUE}, attempts: N}`; only `url` is needed.
+    /// `{url: ..., method: PUT|POST, headers: {NAME: VALUE}, attempts: N, ca: FILE}`; only `url` is needed.
     static func parse(_ value: PipeValue) throws(ValueProblem) -> UploadTarget {
         guard let entries = value.entries else {
             throw ValueProblem(message: "expected a mapping like \(example), got \(value.shown)", hint: "write it like \(example)")
@@ -49,6 +52,11 @@ public struct UploadTarget: Sendable, Equatable {
                     throw ValueProblem(message: "attempts must be a count from 1 to 100, got \(e.value.shown)", at: e.value.location)
                 }
                 target.attempts = n
+            case "ca":
+                guard let s = e.value.scalar, !s.isEmpty else {
+                    throw ValueProblem(message: "ca is a PEM file of trusted certificates, got \(e.value.shown)", at: e.value.location)
+                }
+                target.caFile = s
             case "headers":
                 guard let hs = e.value.entries else {
                     throw ValueProblem(message: "headers must be a mapping like {Authorization: Bearer x}, got \(e.value.shown)", at: e.value.location)
@@ -61,7 +69,7 @@ public struct UploadTarget: Sendable, Equatable {
                     target.headers[h.key] = v
                 }
             default:
-                throw ValueProblem(message: "unknown key '\(e.key)'", hint: "use url, method, headers, attempts", at: e.keyLocation)
+                throw ValueProblem(message: "unknown key '\(e.key)'", hint: "use url, method, headers, attempts, ca", at: e.keyLocation)
             }
         }
         guard !target.url.isEmpty else { throw ValueProblem(message: "upload needs a url", hint: "write it like \(example)", at: value.location) }

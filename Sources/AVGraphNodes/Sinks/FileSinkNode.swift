@@ -19,7 +19,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         doc: "mp4/mov: write fragments (one per keyframe, flushed as written) so the file stays playable if the process dies")
     static let overwrite = Setting.bool("overwrite", default: false, doc: "replace an existing file instead of refusing to run")
     static let upload = Setting<UploadTarget?>.upload("upload",
-        doc: "after the file is finalized, send it with one HTTP request (body streamed from disk), retried with backoff; event `uploaded`; a failed upload keeps the file and fails the run. http:// only in this build")
+        doc: "after the file is finalized, send it with one HTTP request (body streamed from disk), retried with backoff; event `uploaded`; a failed upload keeps the file and fails the run; https checks the server's certificate (system authorities, or `ca`: a PEM file)")
     public static let options = [path.spec, faststart.spec, fragmented.spec, overwrite.spec, upload.spec]
 
     static var extensionsText: String { Muxer.containers.map { ".\($0.ext)" }.joined(separator: ", ") }
@@ -54,9 +54,11 @@ public final class FileSinkNode: Node, @unchecked Sendable {
                                        hint: fits.isEmpty ? nil : "write it to \(fits.joined(separator: " or ")) instead")
             }
         }
-        if let u = n[Self.upload], !u.url.lowercased().hasPrefix("http://") {
-            throw NegotiationError("this build uploads over http:// only, not '\(u.shownURL)'", option: "upload",
-                                   hint: "put a TLS-terminating proxy on loopback (e.g. stunnel) in front of the https endpoint")
+        if let ca = n[Self.upload]?.caFile {
+            let file = PathResolver.resolve(ca, relativeTo: n.baseDirectory)
+            if !FileManager.default.isReadableFile(atPath: file) {
+                throw NegotiationError("upload ca file not found: '\(ca)'", option: "upload", hint: "looked for \(file); paths are relative to the .pipe file")
+            }
         }
         if container == "flv" {
             for kind in [MediaKind.encodedVideo, .encodedAudio] where n.inputs.filter({ $0.format.kind == kind }).count > 1 {
@@ -100,7 +102,11 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         firstStream = Array(repeating: nil, count: setup.inputs.count)
         ended = Array(repeating: false, count: setup.inputs.count)
         inputNames = setup.inputs.map(\.from)
-        upload = setup[Self.upload]
+        upload = setup[Self.upload].map { u in
+            var u = u
+            u.caFile = u.caFile.map { PathResolver.resolve($0, relativeTo: setup.baseDirectory) }
+            return u
+        }
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {

@@ -4,8 +4,7 @@ import Foundation
 /// Sends a finished file to an HTTP server (the `file` sink's `upload`): one request with a
 /// `Content-Length` body streamed from disk in 256 kB pieces (never the whole file in memory),
 /// retried with backoff (1 s doubling up to 30 s) until `attempts` are used. Any 2xx status is
-/// success. Plain `http://` only: this build has no TLS client of its own (put a TLS-terminating
-/// proxy on loopback in front of an https endpoint).
+/// success. `https://` goes through TLS (TLSSession), the server's certificate checked.
 struct Upload {
     let target: UploadTarget
     var timeout = 30.0
@@ -42,14 +41,13 @@ struct Upload {
     /// One request: the HTTP status (2xx) and the bytes sent.
     private func once(_ path: String) throws -> (Int, Int) {
         guard let url = URLComponents(string: target.url), let host = url.host else { throw Failure(description: "bad url") }
-        guard url.scheme?.lowercased() == "http" else {
-            throw Failure(description: "only http:// uploads are supported (no TLS client in this build)")
-        }
+        let secure = url.scheme?.lowercased() == "https"
         let fileSize = try (FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
         let file = open(path, O_RDONLY)
         guard file >= 0 else { throw Failure(description: "cannot read the file: \(String(cString: strerror(errno)))") }
         defer { close(file) }
-        let socket = try HTTPSocket(host: host, port: url.port ?? 80, timeout: timeout)
+        let socket = try HTTPSocket(host: host, port: url.port ?? (secure ? 443 : 80), timeout: timeout)
+        if secure { try socket.startTLS(host: host, caFile: self.target.caFile) }
         defer { socket.close() }
         var target = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
         if let q = url.percentEncodedQuery { target += "?" + q }
@@ -91,6 +89,7 @@ struct Upload {
 final class HTTPSocket {
     private var fd: Int32 = -1
     private let timeout: Double
+    private var tls: TLSSession?
 
     init(host: String, port: Int, timeout: Double) throws {
         self.timeout = timeout
@@ -120,11 +119,17 @@ final class HTTPSocket {
         throw Upload.Failure(description: "cannot connect to \(host):\(port): \(reason)")
     }
 
+    func startTLS(host: String, caFile: String?) throws { tls = try TLSSession(fd: fd, host: host, caFile: caFile) }
+
     func send(_ bytes: [UInt8]) throws { try bytes.withUnsafeBytes { try send($0) } }
 
     func send(_ bytes: UnsafeRawBufferPointer) throws {
         var done = 0
         while done < bytes.count {
+            if let tls {
+                done += try tls.send(bytes.baseAddress! + done, bytes.count - done)
+                continue
+            }
             let n = Glibc.send(fd, bytes.baseAddress! + done, bytes.count - done, Int32(MSG_NOSIGNAL))
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw Upload.Failure(description: "sending failed: \(String(cString: strerror(errno)))") }
@@ -137,7 +142,7 @@ final class HTTPSocket {
         var data: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 4096)
         while !data.contains(10) && data.count < 16384 {
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = try buf.withUnsafeMutableBytes { b in try tls.map { try $0.recv(b.baseAddress!, b.count) } ?? recv(fd, b.baseAddress, b.count, 0) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw Upload.Failure(description: n == 0 ? "the server closed the connection without an answer" : "no answer: \(String(cString: strerror(errno)))") }
             data += buf[0..<n]
@@ -151,6 +156,8 @@ final class HTTPSocket {
     }
 
     func close() {
+        tls?.close()
+        tls = nil
         if fd >= 0 { Glibc.close(fd) }
         fd = -1
     }
