@@ -27,7 +27,7 @@ public final class EventLog: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if output == .json {
-            FileHandle.standardOutput.write(Data((line + "\n").utf8))
+            StandardStreams.write(line + "\n")
         }
         for l in listeners { l(line) }
     }
