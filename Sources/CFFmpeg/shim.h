@@ -33,6 +33,8 @@ static inline const char *avg_err2str(int errnum, char *buf, size_t size) {
 }
 static inline void avg_log_quiet(void) { av_log_set_level(AV_LOG_ERROR); }
 static inline int avg_pkt_flag_key(void) { return AV_PKT_FLAG_KEY; }
+static inline int avg_pkt_flag_corrupt(void) { return AV_PKT_FLAG_CORRUPT; }
+static inline int avg_averror_invaliddata(void) { return AVERROR_INVALIDDATA; }
 static inline int avg_codec_flag_global_header(void) { return AV_CODEC_FLAG_GLOBAL_HEADER; }
 static inline int avg_fmt_nofile(void) { return AVFMT_NOFILE; }
 static inline int avg_fmt_globalheader(void) { return AVFMT_GLOBALHEADER; }

@@ -115,7 +115,8 @@ final class RawvideoNode: Node, @unchecked Sendable {
     /// The file under the mapping must still be whole and the one at the path.
     private func checkStillThere(_ m: MappedFile) throws {
         var st = stat()
-        guard !m.vanished, fstat(fd, &st) == 0, Int(st.st_size) >= m.length else {
+        let measured = fstat(fd, &st) == 0
+        guard !m.vanished, measured, Int(st.st_size) >= m.length else {
             throw MediaError("'\(path)' was truncated while playing (now \(st.st_size) bytes, was \(m.length))")
         }
         var now = stat()
