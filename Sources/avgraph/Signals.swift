@@ -7,7 +7,8 @@ enum ProcessSignals {
     static func ignoreBrokenPipes() { signal(SIGPIPE, SIG_IGN) }
 }
 
-/// SIGINT/SIGTERM end the sources; the run drains and finalizes as at a natural end. A second
+/// SIGINT/SIGTERM (and SIGHUP: a recorder outlives the terminal that started it) end the
+/// sources; the run drains and finalizes as at a natural end. A second
 /// signal is only answered (finishing a file is what the first one asked for, and cutting it
 /// short would gain a few seconds at best); a third quits at once, after any fragment being
 /// written is whole: recordings stay as recorded (fragmented, playable).
@@ -20,10 +21,11 @@ final class SignalStopper: @unchecked Sendable {
     init(run: PipelineRun) { self.run = run }
 
     func install() {
-        for sig in [SIGINT, SIGTERM] {
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler { [self] in received(sig) }
+            // Signals that came close together arrive as one event with their count.
+            s.setEventHandler { [self, s] in for _ in 0..<max(1, Int(s.data)) { received(sig) } }
             s.resume()
             sources.append(s)
         }
@@ -37,7 +39,7 @@ final class SignalStopper: @unchecked Sendable {
         switch n {
         case 1:
             if Terminal.isTTY { Terminal.err("\nstopping: flushing encoders and finalizing files (signal twice more to quit now)") }
-            run.stop(reason: sig == SIGINT ? "SIGINT" : "SIGTERM")
+            run.stop(reason: sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP")
         case 2:
             Terminal.err("\nstill finalizing files; signal once more to quit now (recordings stay fragmented, and play)")
         default:

@@ -140,7 +140,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         var options: [String: String] = [:]
         if isMP4 {
             // A fragment at each keyframe and at least every second: a crash loses at most that.
-            options["movflags"] = "frag_keyframe+empty_moov+default_base_moof"
+            options["movflags"] = "frag_keyframe+empty_moov+delay_moov+default_base_moof"
             options["frag_duration"] = String(Self.fragmentMicroseconds)
         }
         try muxer.writeHeader(options: options)
