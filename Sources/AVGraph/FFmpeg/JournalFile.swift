@@ -26,6 +26,7 @@ public final class JournalFile: @unchecked Sendable {
     private let syncQueue = DispatchQueue(label: "avgraph.journal.sync")
     private let syncLock = NSLock()
     private var syncScheduled = false
+    private var lastSync = Date.distantPast
     private var closed = false
 
     /// Held while bytes go to a journal, so a forced exit never cuts a unit in half.
@@ -132,11 +133,14 @@ public final class JournalFile: @unchecked Sendable {
         failure = MediaError("cannot write '\(path)': \(reason); \(kept)")
     }
 
+    /// At most two a second: an offline run completes fragments faster than a disk syncs, and
+    /// other containers commit every packet. `close` syncs whatever is left.
     private func scheduleSync() {
         syncLock.lock()
         defer { syncLock.unlock() }
-        if syncScheduled { return }
+        if syncScheduled || Date().timeIntervalSince(lastSync) < 0.5 { return }
         syncScheduled = true
+        lastSync = Date()
         let fd = fd
         syncQueue.async { [self] in
             syncLock.lock()
