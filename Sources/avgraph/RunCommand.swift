@@ -83,31 +83,6 @@ struct RunCommand: ParsableCommand {
     }
 }
 
-/// SIGINT/SIGTERM end the sources; the run drains and finalizes as at a natural end.
-/// A second signal while stopping exits at once.
-final class SignalStopper: @unchecked Sendable {
-    let run: PipelineRun
-    private var sources: [any DispatchSourceSignal] = []
-    private var count = 0
-
-    init(run: PipelineRun) { self.run = run }
-
-    func install() {
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler { [self] in
-                count += 1
-                if count > 1 { Terminal.err("\nstopping now"); Foundation.exit(130) }
-                if Terminal.isTTY { Terminal.err("\nstopping: flushing encoders and finalizing files (signal again to quit now)") }
-                run.stop(reason: sig == SIGINT ? "SIGINT" : "SIGTERM")
-            }
-            s.resume()
-            sources.append(s)
-        }
-    }
-}
-
 /// One line on the terminal, rewritten each second: media time, fps, bitrate, queues, drops, memory.
 final class StatusLine: @unchecked Sendable {
     let enabled: Bool
