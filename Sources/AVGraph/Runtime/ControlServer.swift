@@ -96,7 +96,9 @@ public final class ControlServer: @unchecked Sendable {
             }
             // Only the owner may steer the run, whatever the folder's mode.
             if !PrivateSocket.peerIsOwner(fd) {
+                let uid = PrivateSocket.peerUID(fd)
                 refuse(fd, "permission denied: this pipeline belongs to another user")
+                run.events.emit("warning", ["message": "control socket: refused a connection from another user (uid \(uid))", "uid": uid])
                 continue
             }
             let client = Client(fd: fd)
