@@ -64,4 +64,50 @@ final class WatcherLoadTests: XCTestCase {
         XCTAssertEqual(frames, 1800, "every frame of 60 s at 30 fps recorded")
         withExtendedLifetime(watchers) {}
     }
+
+    /// A watcher that never reads is hung up on once its queue is full (1 MiB); one that reads
+    /// gets the whole stream meanwhile, and the run is not held up by either.
+    func testAWatcherThatNeverReadsIsDroppedAndOneThatReadsGetsEverything() throws {
+        let dir = CLI.scratch()
+        let meters = (1...20).map { "  m\($0): {type: meter, in: \($0 == 1 ? "tone" : "m\($0 - 1)"), interval: 5ms}" }
+        CLI.write("""
+        pipeline: chatty
+        realtime: true
+        duration: 10s
+        control: \(dir)/ctl/chatty.sock
+        nodes:
+          tone: {type: tone, freq: 440, rate: 48000}
+        \(meters.joined(separator: "\n"))
+          sink: {type: null, in: m20}
+        """, to: dir + "/chatty.pipe")
+        let run = try BackgroundRun(["run", dir + "/chatty.pipe", "--events", "json"])
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "control" }, run.stderr)
+        let silent = try ControlClient(path: dir + "/ctl/chatty.sock")
+        silent.send("{\"cmd\":\"watch\"}")
+        let reader = try ControlClient(path: dir + "/ctl/chatty.sock")
+        XCTAssertEqual(reader.request("{\"cmd\":\"watch\"}")?["watching"] as? Bool, true)
+        var levels = 0, lastTime = 0.0
+        while let e = reader.readLine() {
+            if e["event"] as? String == "level" { levels += 1; lastTime = max(lastTime, e["media_time"] as? Double ?? 0) }
+            if e["event"] as? String == "eos" { break }
+        }
+        XCTAssertEqual(run.waitForExit(), 0, run.stderr)
+        let emitted = run.events.filter { $0["event"] as? String == "level" }.count
+        var silentBytes = 0
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var end = -1
+        while true {
+            let n = read(silent.fd, &chunk, chunk.count)
+            if n <= 0 { end = n; break }
+            silentBytes += n
+        }
+        print("level events: \(emitted) emitted, \(levels) to the reading watcher; the silent one got \(silentBytes) bytes before it was dropped")
+        XCTAssertGreaterThan(emitted, 30000, "20 meters x 200 events/s x 10 s")
+        XCTAssertGreaterThanOrEqual(Double(levels), Double(emitted) * 0.97, "the reading watcher got the stream")
+        XCTAssertGreaterThan(lastTime, 9.5, "to the end")
+        XCTAssertLessThan(silentBytes, 3 << 20, "the silent watcher was cut off after its queue filled")
+        XCTAssertEqual(end, 0, "the silent watcher's stream ended (hung up on), it did not just stop")
+        // What the kernel took before the queue filled; the queued megabyte was discarded with the client.
+        XCTAssertGreaterThan(silentBytes, 1000)
+    }
 }
