@@ -76,7 +76,8 @@ final class InputFaultTests: XCTestCase {
         XCTAssertEqual(r.status, 0, r.stderr)
         let warnings = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             .filter { $0["event"] as? String == "warning" && $0["node"] as? String == "in" }
-        let counted = warnings.compactMap { $0["damaged"] as? Int }.max() ?? 0
+        // "skipped N damaged packets so far": the count is in the message (warnings carry only text).
+        let counted = warnings.compactMap { ($0["message"] as? String)?.firstMatch(of: /skipped (\d+) damaged/).flatMap { Int($0.1) } }.max() ?? 0
         XCTAssertGreaterThan(counted, 0, r.stdout)
         XCTAssertTrue((warnings.first?["message"] as? String ?? "").contains("damaged"), "\(warnings)")
         XCTAssertEqual(try RecordingSafetyTests.decodeErrors(dir + "/out.mp4"), "")
