@@ -68,6 +68,11 @@ struct RunCommand: ParsableCommand {
         do {
             control = try ControlServer(run: run, path: checked.settings.control ?? ControlServer.defaultPath(for: checked.settings.name))
         } catch {
+            // A `control:` path the file asks for is not silently dropped (it may name a file that is not a socket).
+            if checked.settings.control != nil {
+                reporter.say(.error, node: nil, "\(error)")
+                throw ExitCode(1)
+            }
             reporter.say(.warning, node: nil, "no control socket: \(error)")
         }
         defer { control?.close() }
@@ -82,31 +87,6 @@ struct RunCommand: ParsableCommand {
         status.finish()
         let code = reporter.finish(failed: failure)
         if code != 0 { throw ExitCode(code) }
-    }
-}
-
-/// SIGINT/SIGTERM end the sources; the run drains and finalizes as at a natural end.
-/// A second signal while stopping exits at once.
-final class SignalStopper: @unchecked Sendable {
-    let run: PipelineRun
-    private var sources: [any DispatchSourceSignal] = []
-    private var count = 0
-
-    init(run: PipelineRun) { self.run = run }
-
-    func install() {
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler { [self] in
-                count += 1
-                if count > 1 { Terminal.err("\nstopping now"); Foundation.exit(130) }
-                if Terminal.isTTY { Terminal.err("\nstopping: flushing encoders and finalizing files (signal again to quit now)") }
-                run.stop(reason: sig == SIGINT ? "SIGINT" : "SIGTERM")
-            }
-            s.resume()
-            sources.append(s)
-        }
     }
 }
 

@@ -140,7 +140,7 @@ final class StderrReporter: @unchecked Sendable {
     private func write(_ line: String) {
         lock.lock()
         defer { lock.unlock() }
-        FileHandle.standardError.write(Data(((tty ? "\r\u{1B}[K" : "") + line + "\n").utf8))
+        StandardStreams.write((tty ? "\r\u{1B}[K" : "") + line + "\n", to: STDERR_FILENO)
     }
 
     /// After the run: the final line, and the exit status it calls for (`failed`: the run threw).

@@ -4,6 +4,8 @@ import Foundation
 /// FFmpeg's own log. By default it goes to stderr as FFmpeg writes it, errors only. A tool that
 /// prints its own messages routes it (`route`): every line reaches a handler with its level and
 /// the node whose thread logged it, so "which node?" has an answer when a codec complains.
+/// Either way each line passes through `Redaction.text`: FFmpeg's protocols quote the URL they
+/// failed on, stream key and SRT passphrase included.
 public enum FFmpegLog {
     /// One line FFmpeg logged.
     public struct Line: Sendable {
@@ -16,8 +18,19 @@ public enum FFmpegLog {
         public var text: String
     }
 
-    public static func errorsOnly() { avg_log_quiet() }
-    public static func verbose() { av_log_set_level(AV_LOG_INFO) }
+    public static func errorsOnly() { avg_log_quiet(); redacting() }
+    public static func verbose() { av_log_set_level(AV_LOG_INFO); redacting() }
+
+    static func redacting() {
+        av_log_set_callback { avcl, level, format, args in
+            guard level <= av_log_get_level(), let format, let args else { return }
+            var line = [CChar](repeating: 0, count: 2048)
+            var prefix: Int32 = 1
+            av_log_format_line2(avcl, level, format, args, &line, Int32(line.count), &prefix)
+            let text = Redaction.text(String(cString: line))
+            FileHandle.standardError.write(Data(text.utf8))
+        }
+    }
 
     nonisolated(unsafe) private static var handler: (@Sendable (Line) -> Void)?
     private static let handlerLock = NSLock()
@@ -30,10 +43,10 @@ public enum FFmpegLog {
         av_log_set_level(maxLevel)
         av_log_set_callback { avcl, level, format, args in
             guard level <= av_log_get_level(), let format, let args else { return }
-            var buffer = [CChar](repeating: 0, count: 1024)
+            var buffer = [CChar](repeating: 0, count: 2048)
             var printPrefix: Int32 = 0
             _ = av_log_format_line2(avcl, level, format, args, &buffer, Int32(buffer.count), &printPrefix)
-            let text = String(cString: buffer).trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = Redaction.text(String(cString: buffer)).trimmingCharacters(in: .whitespacesAndNewlines)
             guard !text.isEmpty else { return }
             FFmpegLog.deliver(Line(level: level, node: FFmpegLog.currentTag, component: FFmpegLog.component(avcl), text: text))
         }

@@ -227,24 +227,13 @@ public final class EventLog: @unchecked Sendable {
         let targets = listeners
         let json = output == .json
         lock.unlock()
-        if json && !writeStdout(line + "\n") {
+        if json && !StandardStreams.write(line + "\n") {
             // A closed stdout (`| head -1`) ends the printed stream, not the run.
             lock.lock()
             output = .none
             lock.unlock()
         }
         for l in targets { l.f(event, line) }
-    }
-
-    private func writeStdout(_ s: String) -> Bool {
-        var bytes = Array(s.utf8)[...]
-        while !bytes.isEmpty {
-            let n = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return false }
-            bytes = bytes.dropFirst(n)
-        }
-        return true
     }
 }
 
