@@ -83,7 +83,7 @@ final class StderrReporter: @unchecked Sendable {
     let types: [String: String]
     private let lock = NSLock()
     private let tty = Terminal.isTTY
-    private var listening: [String: (path: String, since: Double)] = [:]
+    private var listening: [String: String] = [:] // socket source -> its path
     private var producerCame: Set<String> = []
     private var eos: Event.EndOfStream?
     private var eosWall = 0.0
@@ -106,7 +106,7 @@ final class StderrReporter: @unchecked Sendable {
     private func observe(_ event: Event) {
         lock.lock()
         switch event.kind {
-        case .listening(let l): if let n = event.node { listening[n] = (l.path, event.wall) }
+        case .listening(let l): if let n = event.node { listening[n] = l.path }
         case .producer(let p) where p.state == .connected: if let n = event.node { producerCame.insert(n) }
         case .eos(let e): eos = e; eosWall = event.wall
         case .error: printedError = true
@@ -162,8 +162,9 @@ final class StderrReporter: @unchecked Sendable {
             return 1
         }
         if nothing {
+            // The wait as the user saw it: from the start of the run.
             let waits = listening.filter { !came.contains($0.key) }.sorted { $0.key < $1.key }.map {
-                String(format: "%@ waited %.0f s for a producer on %@ and none came", label($0.key), wall - $0.value.since, $0.value.path)
+                String(format: "%@ waited %.0f s for a producer on %@ and none came", label($0.key), wall, $0.value)
             }
             let why = waits.isEmpty ? "" : waits.joined(separator: "; ") + "; "
             write("avgraph: error: \(pipelineName) \(how) and wrote nothing: \(why)\(sinks)")
