@@ -99,6 +99,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                     return Inbox.Lane(capacity: capacity, policy: policy, kind: kind)
                 }
                 let node: any Node
+                FFmpegLog.tag(node: n.name)
+                defer { FFmpegLog.tag(node: nil) }
                 do { node = try n.type.init(setup) } catch {
                     throw Failure(node: n.name, message: "\(error)")
                 }
@@ -256,6 +258,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
 
     private func loop(_ r: NodeRunner) {
         let out = r.outlet!
+        FFmpegLog.tag(node: r.name)
         do {
             if r.isSource {
                 while !isStopping && !out.reachedEnd {

@@ -112,6 +112,7 @@ final class LiveSender: @unchecked Sendable {
             cancel.cancel()
             exited.wait()
         }
+        exited.signal() // stays signalled: the thread has exited, for a later abort or finish
         dropAll()
     }
 
@@ -122,7 +123,7 @@ final class LiveSender: @unchecked Sendable {
         ending = true
         condition.broadcast()
         condition.unlock()
-        if started { exited.wait() }
+        if started { exited.wait(); exited.signal() }
         dropAll()
     }
 
