@@ -94,7 +94,7 @@ public final class FileSourceNode: Node, @unchecked Sendable {
         let total = damagedBefore + damagedThisPlay
         guard total > 0, total >= damagedReported * 2 else { return }
         damagedReported = total
-        out.warning("'\(path)': skipped \(total) damaged packet\(total == 1 ? "" : "s") so far", ["damaged": total])
+        out.warning("'\(path)': skipped \(total) damaged packet\(total == 1 ? "" : "s") so far")
     }
 
     public func produce(_ out: Outlet) throws -> Bool {
