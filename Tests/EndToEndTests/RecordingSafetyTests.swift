@@ -174,6 +174,19 @@ final class RecordingSafetyTests: XCTestCase {
         XCTAssertEqual(try Self.decodeErrors(out), "")
         let held = try Self.decodedSeconds(out)
         XCTAssertGreaterThanOrEqual(min(held.video, held.audio), 5.0)
+
+        // Standard output and error closed from the start: the recording must not take their
+        // descriptors (it would receive the events).
+        let closed = dir + "/closed.mp4"
+        let q = Process()
+        q.executableURL = URL(fileURLWithPath: "/bin/bash")
+        q.arguments = ["-c", "\"$0\" run pipelines/live.pipe --duration 3s --events json --set out.path=\(closed) >&- 2>&-", CLI.binary]
+        q.currentDirectoryURL = URL(fileURLWithPath: CLI.packageRoot)
+        try q.run()
+        q.waitUntilExit()
+        XCTAssertEqual(q.terminationStatus, 0)
+        XCTAssertEqual(try Self.decodeErrors(closed), "")
+        XCTAssertEqual(try Self.decodedSeconds(closed).video, 3, accuracy: 0.05)
     }
 
     /// A second signal while stopping only answers: the file is finalized (faststart). A third
