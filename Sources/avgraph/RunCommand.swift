@@ -62,6 +62,11 @@ struct RunCommand: ParsableCommand {
         do {
             control = try ControlServer(run: run, path: checked.settings.control ?? ControlServer.defaultPath(for: checked.settings.name))
         } catch {
+            // A `control:` path the file asks for is not silently dropped (it may name a file that is not a socket).
+            if checked.settings.control != nil {
+                Terminal.err("error: \(error)")
+                throw ExitCode(1)
+            }
             Terminal.err("warning: no control socket: \(error)")
         }
         defer { control?.close() }

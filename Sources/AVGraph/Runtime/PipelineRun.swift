@@ -80,7 +80,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             for n in pipeline.nodes {
                 var durationLimit = duration
                 if let own = n.options.duration("duration"), own > 0 { durationLimit = min(durationLimit ?? own, own) }
-                let setup = NodeSetup(
+                var setup = NodeSetup(
                     name: n.name, options: n.options,
                     inputs: n.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, fromPad: $0.fromPad, format: $0.format!) },
                     outputs: n.outputs, baseDirectory: pipeline.baseDirectory, realtime: realtime, duration: durationLimit,
@@ -88,6 +88,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                         let consumers = pipeline.nodes.filter { c in c.inputs.contains { $0.from == n.name && $0.fromOutput == o } }
                         return !consumers.isEmpty && consumers.allSatisfy { $0.type.standsUpright }
                     })
+                setup.pipelineName = pipeline.settings.name
                 let lanes = n.inputs.map { c -> Inbox.Lane in
                     let kind = c.format?.kind ?? .rawVideo
                     var policy = n.queue?.policy ?? defaultPolicy(kind)
@@ -160,21 +161,23 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     /// Pauses a realtime run: sources' media from now on is discarded until `resume`.
     public func pause() -> Bool {
         stateLock.lock()
-        defer { stateLock.unlock() }
-        guard pausedAt == nil else { return false }
-        pausedAt = clock
-        events.emit(.paused(.init(mediaTime: pausedAt!)))
+        guard pausedAt == nil else { stateLock.unlock(); return false }
+        let at = clock
+        pausedAt = at
+        stateLock.unlock()
+        // Never under the state lock: a listener may ask the run for its state.
+        events.emit(.paused(.init(mediaTime: at)))
         return true
     }
 
     /// Resumes: the paused span is cut out of the output timeline, the same for every source.
     public func resume() -> Bool {
         stateLock.lock()
-        defer { stateLock.unlock() }
-        guard let start = pausedAt else { return false }
+        guard let start = pausedAt else { stateLock.unlock(); return false }
         let end = clock
         pausedSpans.append((start, end))
         pausedAt = nil
+        stateLock.unlock()
         events.emit(.resumed(.init(pausedFor: end - start, mediaTime: start)))
         return true
     }
