@@ -53,8 +53,7 @@ enum ControlCommands {
             run.set(node: node.name, option: spec.name, value: value) { error in
                 // After the answer went out as a timeout, a refusal would be lost: say it as a warning.
                 if result.settle(error), let error {
-                    events.emit("warning", ["node": node.name, "option": spec.name,
-                                            "message": "the change of \(spec.name) that timed out was refused: \(error)"])
+                    events.emit(.warning(.init("the change of \(spec.name) that timed out was refused: \(error)")), node: node.name)
                 }
                 done.signal()
             }

@@ -98,7 +98,7 @@ public final class ControlServer: @unchecked Sendable {
             if !PrivateSocket.peerIsOwner(fd) {
                 let uid = PrivateSocket.peerUID(fd)
                 refuse(fd, "permission denied: this pipeline belongs to another user")
-                run.events.emit("warning", ["message": "control socket: refused a connection from another user (uid \(uid))", "uid": uid])
+                run.events.emit(.warning(.init("control socket: refused a connection from another user (uid \(uid))")))
                 continue
             }
             let client = Client(fd: fd)

@@ -63,7 +63,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         if !announced {
             announced = true
             lastWarning = out.clock
-            out.event("listening", ["path": receiver.path])
+            out.event(.listening(.init(path: receiver.path)))
         }
         report(out)
         if let duration, out.clock >= duration { return false }
@@ -73,7 +73,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
             emitter.reportDrops(out)
             if !receiver.isConnected && out.clock - lastWarning >= idleWarning {
                 lastWarning = out.clock
-                out.warning("waiting for a producer on \(receiver.path)", ["path": receiver.path])
+                out.warning("waiting for a producer on \(receiver.path)")
             }
         case .ended: return false
         }
@@ -83,7 +83,8 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
 
     private func report(_ out: Outlet) {
         for note in receiver.takeNotes() {
-            if note.warning { out.warning(note.message, note.fields) } else { out.event("producer", note.fields.merging(["message": note.message]) { a, _ in a }) }
+            if let producer = note.producer { out.event(.producer(producer)) }
+            if note.warning { out.warning(note.message) }
         }
     }
 
@@ -103,7 +104,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
 /// The socket's reader thread: accepts producers, reads whole messages without blocking the
 /// pipeline (non-blocking reads, a poll of 100 ms so it can stop), hands them to the hub.
 final class SocketReceiver: @unchecked Sendable {
-    struct Note { var warning: Bool; var message: String; var fields: [String: Any] }
+    struct Note { var warning: Bool; var message: String; var producer: Event.Producer? }
 
     let path: String
     private let hub: IngestHub
@@ -164,9 +165,9 @@ final class SocketReceiver: @unchecked Sendable {
         return n
     }
 
-    private func note(_ warning: Bool, _ message: String, _ fields: [String: Any] = [:]) {
+    private func note(_ warning: Bool, _ message: String, _ producer: Event.Producer? = nil) {
         lock.lock()
-        notes.append(Note(warning: warning, message: message, fields: fields))
+        notes.append(Note(warning: warning, message: message, producer: producer))
         lock.unlock()
     }
 
@@ -175,7 +176,7 @@ final class SocketReceiver: @unchecked Sendable {
             let fds = connection >= 0 ? [listener, connection] : [listener]
             let ready = UnixSocket.readable(fds, timeout: 0.1)
             if ready[0], let c = UnixSocket.accept(listener, refused: { uid in
-                note(true, "refused a connection from another user (uid \(uid)): only this user's processes may send", ["uid": uid])
+                note(true, "refused a connection from another user (uid \(uid)): only this user's processes may send")
             }) {
                 if connection >= 0 { drop("a new producer connected; the previous connection was closed", warning: true) }
                 connection = c
@@ -186,7 +187,7 @@ final class SocketReceiver: @unchecked Sendable {
                 lock.lock()
                 connected = true
                 lock.unlock()
-                note(false, "producer connected", ["state": "connected", "session": session])
+                note(false, "producer connected", .init(state: .connected, session: session, message: "producer connected"))
             }
             if connection >= 0 && ready.count > 1 && ready[1] { readAvailable() }
         }
@@ -203,7 +204,7 @@ final class SocketReceiver: @unchecked Sendable {
         lock.lock()
         connected = false
         lock.unlock()
-        note(warning, reason, ["state": "disconnected", "session": session, "messages": messages])
+        note(warning, reason, .init(state: .disconnected, session: session, messages: messages, message: reason))
     }
 
     /// Reads what the producer has sent, a few MB at most per call.
@@ -272,7 +273,7 @@ final class SocketReceiver: @unchecked Sendable {
                               format: PushSampleFormat(rawValue: h.format)!, bigEndian: h.bigEndian, rate: h.a, channels: h.b,
                               time: time, session: session)
         case .end:
-            note(false, "producer ended the broadcast", ["state": "ended", "session": session])
+            note(false, "producer ended the broadcast", .init(state: .ended, session: session, message: "producer ended the broadcast"))
             hub.finish()
         }
     }

@@ -248,8 +248,8 @@ final class LiveSender: @unchecked Sendable {
                 connected = true
                 condition.unlock()
                 if let lostAt {
-                    out.event("reconnected", ["url": settings.shownURL, "attempts": attempt,
-                                              "after": (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000])
+                    out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
+                                                 after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
                 }
                 attempt = 0
                 lostAt = nil
@@ -266,7 +266,7 @@ final class LiveSender: @unchecked Sendable {
                     connected = false
                     let stop = ending
                     condition.unlock()
-                    out.event("disconnected", ["url": settings.shownURL, "reason": Redaction.text("\(error)")])
+                    out.event(.disconnected(.init(url: settings.shownURL, reason: Redaction.text("\(error)"))))
                     lostAt = Date()
                     if stop {
                         out.warning("the stream to \(settings.shownURL) broke while ending: what was still queued is not sent")
@@ -295,7 +295,7 @@ final class LiveSender: @unchecked Sendable {
             // Backoff before the next attempt: the first delay, doubling up to the longest.
             attempt += 1
             let delay = min(settings.longestDelay, settings.firstDelay * pow(2, Double(attempt - 1)))
-            out.event("reconnecting", ["url": settings.shownURL, "attempt": attempt, "of": settings.attempts, "delay": delay])
+            out.event(.reconnecting(.init(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay)))
             let deadline = Date(timeIntervalSinceNow: delay)
             condition.lock()
             while Date() < deadline && !ending && !cancel.isCancelled { _ = condition.wait(until: deadline) }
