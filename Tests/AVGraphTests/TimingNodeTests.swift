@@ -93,4 +93,82 @@ final class TimingNodeTests: XCTestCase {
         try h.feedByTime([src.frames])
         XCTAssertEqual(h.emittedFrames().map(\.pts), Array(0..<60) + Array(90..<120))
     }
+
+    /// The `app` path, as a capture callback drives it: a producer on its own clock (5000.0123 s
+    /// at its start), coming 0.7 s after the run, audio 40 ms ahead of the first picture in 10 ms
+    /// blocks, flashes and 3 kHz beeps together at k + 0.5 s. Measured on the raw output of `fps`
+    /// and the mixer: every flash at its beep (to a sample and a slot), the first picture at ~0.
+    func testAppPathFromALateProducerOnItsOwnClockKeepsFlashesOnTheirBeeps() throws {
+        let dir = TestSupport.scratch()
+        // (`collect` keeps every picture: a resize in front returns the ingest's pooled buffers.)
+        try """
+        nodes:
+          phone: {type: app, size: 64x64, rate: 30}
+          copy:  {type: resize, in: phone.video, size: 32x32}
+          cfr:   {type: fps, in: copy, rate: 30}
+          v:     {type: collect, in: cfr}
+          mix:   {type: mixer, in: [phone.audio, phone.mic], rate: 48000}
+          a:     {type: collect, in: mix}
+        """.write(toFile: dir + "/app.pipe", atomically: true, encoding: .utf8)
+        let live = try LivePipeline(path: dir + "/app.pipe", registry: AudioNodeTests.registry())
+        live.start()
+        let phone = try XCTUnwrap(live.appSource(named: "phone"))
+        usleep(700_000)
+        let base = 5000.0123, rate = 48000, seconds = 3.0
+        var y = [UInt8](repeating: 16, count: 64 * 64)
+        let uv = [UInt8](repeating: 128, count: 64 * 32)
+        var pcm = [Int16](repeating: 0, count: 960)
+        var audioAt = -0.04, frame = 0
+        let start = Date()
+        while Double(frame) / 30 < seconds {
+            let video = Double(frame) / 30
+            let (isVideo, p) = video <= audioAt ? (true, video) : (false, audioAt)
+            let wait = p + 0.04 - Date().timeIntervalSince(start)
+            if wait > 0 { usleep(UInt32(wait * 1e6)) }
+            if isVideo {
+                let flash = frame % 30 == 15
+                for i in y.indices { y[i] = flash ? 235 : 16 }
+                let r = y.withUnsafeBytes { yb in uv.withUnsafeBytes { ub in
+                    phone.pushNV12(width: 64, height: 64, y: yb.baseAddress!, yStride: 64, uv: ub.baseAddress!, uvStride: 64, time: base + p) } }
+                XCTAssertEqual(r, .taken)
+                frame += 1
+            } else {
+                for k in 0..<480 {
+                    let t = p + Double(k) / Double(rate)
+                    let beep = (0.5..<0.55).contains(t - t.rounded(.down)) ? 0.4 * sin(2 * .pi * 3000 * t) : 0
+                    pcm[2 * k] = Int16(beep * 32767); pcm[2 * k + 1] = pcm[2 * k]
+                }
+                XCTAssertEqual(pcm.withUnsafeBytes { phone.pushAudio($0, rate: rate, channels: 2, time: base + p) }, .taken)
+                audioAt += 0.01
+            }
+        }
+        phone.finish()
+        try live.wait()
+
+        let pictures = AudioCollectSink.store.get("v").compactMap(\.frame)
+        XCTAssertLessThanOrEqual(Double(pictures.first?.pts ?? 99) / 30, 0.1, "the first picture starts the recording")
+        var flashes: [Double] = []
+        var wasBright = false
+        for f in pictures {
+            let bright = f.plane(0)![16 * f.lineSize(0) + 16] > 128
+            if bright && !wasBright { flashes.append(Double(f.pts) / 30) }
+            wasBright = bright
+        }
+        var beeps: [Double] = []
+        var lastLoud = Int64.min / 2
+        for f in AudioCollectSink.store.get("a").compactMap(\.frame) {
+            let x = f.audioData(0).assumingMemoryBound(to: Float.self)
+            for i in 0..<f.sampleCount where abs(x[i]) > 0.1 {
+                let n = f.pts + Int64(i)
+                if n - lastLoud > Int64(rate / 2) { beeps.append(Double(n) / Double(rate)) }
+                lastLoud = n
+            }
+        }
+        XCTAssertEqual(flashes.count, 3, "flashes \(flashes)")
+        XCTAssertEqual(beeps.count, 3, "beeps \(beeps)")
+        for (f, b) in zip(flashes, beeps) {
+            // The beep's first loud sample is within a few samples of its start.
+            XCTAssertEqual(f, b, accuracy: 0.002, "flash \(f) s, beep \(b) s")
+        }
+    }
 }
