@@ -54,7 +54,7 @@ struct RunCommand: ParsableCommand {
         let mode: Bool? = realtime ? true : offline ? false : nil
         let run: PipelineRun
         do { run = try PipelineRun(checked, events: log, realtime: mode) } catch {
-            log.emit("error", ["message": "\(error)"])
+            log.emit(.error(.init("\(error)")))
             Terminal.err("error: \(error)")
             throw ExitCode(1)
         }
@@ -62,14 +62,19 @@ struct RunCommand: ParsableCommand {
         do {
             control = try ControlServer(run: run, path: checked.settings.control ?? ControlServer.defaultPath(for: checked.settings.name))
         } catch {
+            // A `control:` path the file asks for is not silently dropped (it may name a file that is not a socket).
+            if checked.settings.control != nil {
+                Terminal.err("error: \(error)")
+                throw ExitCode(1)
+            }
             Terminal.err("warning: no control socket: \(error)")
         }
         defer { control?.close() }
-        if let path = control?.path { run.onStart = { log.emit("control", ["socket": path]) } }
+        if let path = control?.path { run.onStart = { log.emit(.control(.init(socket: path))) } }
         let stopper = SignalStopper(run: run)
         stopper.install()
         let status = StatusLine(pipeline: checked, enabled: Terminal.isTTY && events == nil)
-        run.onStats = { status.update($0) }
+        log.onEvent { if case .stats(let s) = $0.kind { status.update(s, wall: $0.wall) } }
         do {
             try run.run()
             status.finish()
@@ -80,31 +85,6 @@ struct RunCommand: ParsableCommand {
         }
         if !Terminal.isTTY || events != nil { return }
         Terminal.err("done: \(checked.settings.name)")
-    }
-}
-
-/// SIGINT/SIGTERM end the sources; the run drains and finalizes as at a natural end.
-/// A second signal while stopping exits at once.
-final class SignalStopper: @unchecked Sendable {
-    let run: PipelineRun
-    private var sources: [any DispatchSourceSignal] = []
-    private var count = 0
-
-    init(run: PipelineRun) { self.run = run }
-
-    func install() {
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler { [self] in
-                count += 1
-                if count > 1 { Terminal.err("\nstopping now"); Foundation.exit(130) }
-                if Terminal.isTTY { Terminal.err("\nstopping: flushing encoders and finalizing files (signal again to quit now)") }
-                run.stop(reason: sig == SIGINT ? "SIGINT" : "SIGTERM")
-            }
-            s.resume()
-            sources.append(s)
-        }
     }
 }
 
@@ -123,16 +103,14 @@ final class StatusLine: @unchecked Sendable {
         videoEncoders = Set(pipeline.nodes.filter { $0.outputs.contains { $0.kind == .encodedVideo } }.map(\.name))
     }
 
-    func update(_ s: [String: Any]) {
-        guard enabled, let nodes = s["nodes"] as? [[String: Any]] else { return }
-        let wall = s["wall"] as? Double ?? 0
+    func update(_ s: Event.Stats, wall: Double) {
+        guard enabled else { return }
         var bytes = 0, frames = 0
         var queues: [String] = []
-        for n in nodes {
-            let name = n["node"] as? String ?? ""
-            if encoders.contains(name) { bytes += (n["bytes"] as? [Int])?.reduce(0, +) ?? 0 }
-            if videoEncoders.contains(name) { frames += (n["emitted"] as? [Int])?.reduce(0, +) ?? 0 }
-            if let q = n["queue"] as? [Int], !q.isEmpty { queues.append(q.map(String.init).joined(separator: "+")) }
+        for n in s.nodes {
+            if encoders.contains(n.node) { bytes += n.bytes?.reduce(0, +) ?? 0 }
+            if videoEncoders.contains(n.node) { frames += n.emitted?.reduce(0, +) ?? 0 }
+            if !n.queue.isEmpty { queues.append(n.queue.map(String.init).joined(separator: "+")) }
         }
         // Rates over at least half a second: the final snapshot right after the flush would be noise.
         if let last, wall - last.wall >= 0.5 {
@@ -142,10 +120,9 @@ final class StatusLine: @unchecked Sendable {
         } else if last == nil {
             last = (wall, bytes, frames)
         }
-        let media = s["media_time"] as? Double ?? 0
-        let rss = Double(s["rss"] as? Int ?? 0) / 1_048_576
+        let rss = Double(s.rss) / 1_048_576
         let line = String(format: "time %7.2fs | %5.1f fps | %7.0f kbit/s | queues %@ | drops %d | rss %.0f MB",
-                          media, fps, kbps, queues.joined(separator: " "), s["dropped"] as? Int ?? 0, rss)
+                          s.mediaTime, fps, kbps, queues.joined(separator: " "), s.dropped, rss)
         FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
         printed = true
     }
