@@ -54,6 +54,9 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     public var onStart: (@Sendable () -> Void)?
     /// Called about once a second with a `stats` snapshot (the CLI's status line).
     public var onStats: (@Sendable ([String: Any]) -> Void)?
+    /// Seconds between `stats` snapshots (events, status line, the live rates of `ctl graph`).
+    public var statsInterval = 1.0
+    let rates = EmissionRates()
 
     public init(_ pipeline: CheckedPipeline, events: EventLog, realtime: Bool? = nil) throws {
         precondition(pipeline.isValid, "run only checked pipelines")
@@ -236,7 +239,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             thread.stackSize = 4 << 20
             thread.start()
         }
-        while finished.wait(timeout: .now() + 1) == .timedOut {
+        while finished.wait(timeout: .now() + statsInterval) == .timedOut {
+            rates.sample(self)
             let s = statsSnapshot()
             events.emit("stats", s)
             onStats?(s)
