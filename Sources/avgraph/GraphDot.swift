@@ -54,7 +54,7 @@ enum GraphDot {
     static func liveText(_ e: [String: Any]) -> String? {
         var parts: [String] = []
         if let rate = e["rate"] as? Double {
-            parts.append(String(format: "%.1f %@", rate, (e["kind"] as? String) == "raw video" ? "fps" : "/s"))
+            parts.append(String(format: "%.1f %@", rate, (e["kind"] as? String ?? "").contains("video") ? "fps" : "/s"))
         }
         if let q = e["queue"] as? Int, let c = e["capacity"] as? Int { parts.append("queue \(q)/\(c)") }
         if let d = e["dropped"] as? Int { parts.append("\(d) dropped") }
