@@ -18,6 +18,7 @@ struct AVGraphCommand: ParsableCommand {
         // The live budget (50 MB for a phone's broadcast extension) counts resident pages: keep
         // x264's buffers on ordinary pages, resident only where touched.
         _ = avg_disable_transparent_hugepages()
+        ProcessSignals.ignoreBrokenPipes()
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -47,5 +48,5 @@ func parseOverrides(_ sets: [String]) throws -> [OptionOverride] {
 
 enum Terminal {
     static let isTTY = isatty(STDERR_FILENO) != 0
-    static func err(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+    static func err(_ s: String) { StandardStreams.write(s + "\n", to: STDERR_FILENO) }
 }

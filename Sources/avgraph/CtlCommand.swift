@@ -99,25 +99,12 @@ struct CtlCommand: ParsableCommand {
         }
     }
 
+    /// Only a socket of this user, served by a process of this user: a socket someone else bound
+    /// at the path first is refused, naming them, before the request is sent.
     func connectTo(_ path: String) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let utf8 = Array(path.utf8)
-        guard utf8.count < MemoryLayout.size(ofValue: addr.sun_path) else { throw ValidationError("socket path too long: \(path)") }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: utf8)
-            raw[utf8.count] = 0
-        }
-        let ok = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
-        }
-        if !ok {
-            let why = String(cString: strerror(errno))
-            close(fd)
-            Terminal.err("error: cannot reach pipeline '\(pipeline)' at \(path): \(why)")
+        do { return try PrivateSocket.connect(path: path) } catch {
+            Terminal.err("error: cannot reach pipeline '\(pipeline)' at \(path): \(error)")
             throw ExitCode(1)
         }
-        return fd
     }
 }

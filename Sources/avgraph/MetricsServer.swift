@@ -187,12 +187,12 @@ enum MetricsText {
                live.map { (node($0), $0.gauges["reconnects"] ?? 0) })
         family("avgraph_live_buffered_seconds", "gauge", "Seconds of media a live network sink holds that the network has not taken yet.",
                live.map { (node($0), $0.gauges["buffered_seconds"] ?? 0) })
-        let stats = run.statsSnapshot()
+        let stats = run.stats()
         let p = [("pipeline", pipeline)]
-        family("avgraph_media_time_seconds", "gauge", "Media time the pipeline has reached.", [(p, stats["media_time"] as? Double ?? 0)])
+        family("avgraph_media_time_seconds", "gauge", "Media time the pipeline has reached.", [(p, stats.mediaTime)])
         family("avgraph_wall_seconds", "gauge", "Seconds since the run started.", [(p, run.clock)])
         family("avgraph_queued_bytes", "gauge", "Bytes of media queued on the edges and held by nodes (against memory-limit).",
-               [(p, Double(stats["queued_bytes"] as? Int ?? 0))])
+               [(p, Double(stats.queuedBytes))])
         family("avgraph_memory_limit_bytes", "gauge", "The pipeline's memory-limit.", [(p, Double(run.pipeline.settings.memoryLimit))])
         family("avgraph_process_resident_bytes", "gauge", "Resident memory of the process (VmRSS).", [(p, Double(ProcessMemory.residentBytes))])
         family("avgraph_process_private_bytes", "gauge", "Private resident memory of the process (RssAnon).",

@@ -90,6 +90,8 @@ final class PhoneFeed {
                 fd = try UnixSocket.connect(path: o.socket)
                 return
             } catch {
+                // Another user's socket stays another user's: waiting will not make it ours.
+                if let e = error as? PrivateSocket.Failure, e.foreign { throw error }
                 if Monotonic.now > deadline { throw error }
                 usleep(100_000)
             }

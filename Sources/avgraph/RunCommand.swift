@@ -73,7 +73,7 @@ struct RunCommand: ParsableCommand {
         let mode: Bool? = realtime ? true : offline ? false : nil
         let run: PipelineRun
         do { run = try PipelineRun(checked, events: log, realtime: mode) } catch {
-            log.emit("error", ["message": "\(error)"])
+            log.emit(.error(.init("\(error)")))
             Terminal.err("error: \(error)")
             throw ExitCode(1)
         }
@@ -81,6 +81,11 @@ struct RunCommand: ParsableCommand {
         do {
             control = try ControlServer(run: run, path: checked.settings.control ?? ControlServer.defaultPath(for: checked.settings.name))
         } catch {
+            // A `control:` path the file asks for is not silently dropped (it may name a file that is not a socket).
+            if checked.settings.control != nil {
+                Terminal.err("error: \(error)")
+                throw ExitCode(1)
+            }
             Terminal.err("warning: no control socket: \(error)")
         }
         defer { control?.close() }
@@ -94,11 +99,11 @@ struct RunCommand: ParsableCommand {
             if Terminal.isTTY && events == nil { Terminal.err("metrics: \(address.url)") }
         }
         defer { metricsServer?.close() }
-        if let path = control?.path { run.onStart = { log.emit("control", ["socket": path]) } }
+        if let path = control?.path { run.onStart = { log.emit(.control(.init(socket: path))) } }
         let stopper = SignalStopper(run: run)
         stopper.install()
         let status = StatusLine(pipeline: checked, enabled: Terminal.isTTY && events == nil)
-        run.onStats = { [unowned run] in status.update(run, $0) }
+        log.onEvent { [unowned run] in if case .stats(let s) = $0.kind { status.update(run, s, wall: $0.wall) } }
         do {
             try run.run()
             status.finish()
@@ -109,30 +114,5 @@ struct RunCommand: ParsableCommand {
         }
         if !Terminal.isTTY || events != nil { return }
         Terminal.err("done: \(checked.settings.name)")
-    }
-}
-
-/// SIGINT/SIGTERM end the sources; the run drains and finalizes as at a natural end.
-/// A second signal while stopping exits at once.
-final class SignalStopper: @unchecked Sendable {
-    let run: PipelineRun
-    private var sources: [any DispatchSourceSignal] = []
-    private var count = 0
-
-    init(run: PipelineRun) { self.run = run }
-
-    func install() {
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler { [self] in
-                count += 1
-                if count > 1 { Terminal.err("\nstopping now"); Foundation.exit(130) }
-                if Terminal.isTTY { Terminal.err("\nstopping: flushing encoders and finalizing files (signal again to quit now)") }
-                run.stop(reason: sig == SIGINT ? "SIGINT" : "SIGTERM")
-            }
-            s.resume()
-            sources.append(s)
-        }
     }
 }

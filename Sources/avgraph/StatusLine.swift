@@ -21,14 +21,13 @@ final class StatusLine: @unchecked Sendable {
         videoEncoders = Set(pipeline.nodes.filter { $0.outputs.contains { $0.kind == .encodedVideo } }.map(\.name))
     }
 
-    func update(_ run: PipelineRun, _ stats: [String: Any]) {
+    func update(_ run: PipelineRun, _ stats: Event.Stats, wall: Double) {
         guard enabled else { return }
-        FileHandle.standardError.write(Data(("\r\u{1B}[K" + line(run.counters(), stats)).utf8))
+        FileHandle.standardError.write(Data(("\r\u{1B}[K" + line(run.counters(), stats, wall: wall)).utf8))
         printed = true
     }
 
-    func line(_ counters: [NodeCounters], _ s: [String: Any]) -> String {
-        let wall = s["wall"] as? Double ?? 0
+    func line(_ counters: [NodeCounters], _ s: Event.Stats, wall: Double) -> String {
         var bytes = 0, frames = 0
         var busy: [String] = []
         var empty = 0
@@ -47,11 +46,11 @@ final class StatusLine: @unchecked Sendable {
         } else if last == nil {
             last = (wall, bytes, frames)
         }
-        let media = s["media_time"] as? Double ?? 0
+        let media = s.mediaTime
         let speed = wall > 0 ? media / wall : 0
         let queues = busy.isEmpty ? "all \(empty) empty" : busy.joined(separator: ", ") + (empty > 0 ? " (\(empty) empty)" : "")
         return String(format: "%.1fs speed=%.2fx %.1f fps %.0f kbit/s drops %d mem %.0f MB (private %.0f) | queues %@",
-                      media, speed, fps, kbps, s["dropped"] as? Int ?? 0, Double(ProcessMemory.residentBytes) / 1_048_576,
+                      media, speed, fps, kbps, s.dropped, Double(s.rss) / 1_048_576,
                       Double(ProcessMemory.privateResidentBytes) / 1_048_576, queues)
     }
 

@@ -166,18 +166,12 @@ public final class Outlet: @unchecked Sendable {
         return ownDrops
     }
 
-    public func warning(_ message: String, _ fields: [String: Any] = [:]) {
-        var f = fields
-        f["node"] = nodeName
-        f["message"] = message
-        run.events.emit("warning", f)
-    }
+    /// A warning from this node: stderr shows it as `avgraph: warning: NAME (TYPE): message`.
+    public func warning(_ message: String) { run.events.emit(.warning(.init(message)), node: nodeName) }
 
-    public func event(_ name: String, _ fields: [String: Any]) {
-        var f = fields
-        f["node"] = nodeName
-        run.events.emit(name, f)
-    }
+    /// An event from this node, e.g. `out.event(.level(.init(mediaTime: t, rms: r, peak: p)))`;
+    /// a plugin's own: `out.event(.custom(.init("ducking", mediaTime: t, ["on": .bool(true)])))`.
+    public func event(_ kind: Event.Kind) { run.events.emit(kind, node: nodeName) }
 
     func endAll() {
         for ts in targets { for t in ts { t.inbox.end(lane: t.lane) } }

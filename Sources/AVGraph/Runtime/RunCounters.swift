@@ -69,7 +69,7 @@ extension PipelineRun {
             if let r = rate[e.from], e.fromOutput < r.count { o["rate"] = (r[e.fromOutput] * 10).rounded() / 10 }
             return o
         }
-        graph["media_time"] = statsSnapshot()["media_time"]
+        graph["media_time"] = stats().mediaTime
         return graph
     }
 }

@@ -220,7 +220,7 @@ public final class H264Node: Node, @unchecked Sendable {
             }
             return latencyMax * 1000
         }
-        out.event("latency", ["count": count, "p50_ms": percentile(0.5), "p99_ms": percentile(0.99), "max_ms": latencyMax * 1000])
+        out.event(.latency(.init(count: count, p50: percentile(0.5), p99: percentile(0.99), max: latencyMax * 1000)))
     }
 
     private func record(latency: Double) {

@@ -11,6 +11,8 @@ import Foundation
 final class LiveSender: @unchecked Sendable {
     struct Settings {
         var url: String
+        /// The url as printed: the stream key, passphrase and stream id masked.
+        var shownURL: String { Redaction.url(url) }
         /// libavformat's muxer: `flv` for RTMP, `mpegts` for SRT.
         var format: String
         var muxerOptions: [String: String] = [:]
@@ -258,8 +260,8 @@ final class LiveSender: @unchecked Sendable {
                     condition.lock()
                     reconnects += 1
                     condition.unlock()
-                    out.event("reconnected", ["url": settings.url, "attempts": attempt,
-                                              "after": (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000])
+                    out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
+                                                 after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
                 }
                 attempt = 0
                 lostAt = nil
@@ -276,10 +278,10 @@ final class LiveSender: @unchecked Sendable {
                     connected = false
                     let stop = ending
                     condition.unlock()
-                    out.event("disconnected", ["url": settings.url, "reason": "\(error)"])
+                    out.event(.disconnected(.init(url: settings.shownURL, reason: Redaction.text("\(error)"))))
                     lostAt = Date()
                     if stop {
-                        out.warning("the stream to \(settings.url) broke while ending: what was still queued is not sent")
+                        out.warning("the stream to \(settings.shownURL) broke while ending: what was still queued is not sent")
                         return
                     }
                 }
@@ -290,13 +292,13 @@ final class LiveSender: @unchecked Sendable {
                 let stop = ending
                 condition.unlock()
                 if stop {
-                    out.warning("the run ended while \(settings.url) was unreachable (\(error)): what was queued is not sent")
+                    out.warning("the run ended while \(settings.shownURL) was unreachable (\(Redaction.text("\(error)"))): what was queued is not sent")
                     return
                 }
                 if attempt >= settings.attempts {
                     let tries = attempt + 1
                     condition.lock()
-                    failure = MediaError("cannot reach \(settings.url): \(error) (\(tries) attempt\(tries == 1 ? "" : "s"))")
+                    failure = MediaError("cannot reach \(settings.shownURL): \(Redaction.text("\(error)")) (\(tries) attempt\(tries == 1 ? "" : "s"))")
                     condition.broadcast()
                     condition.unlock()
                     return
@@ -305,7 +307,7 @@ final class LiveSender: @unchecked Sendable {
             // Backoff before the next attempt: the first delay, doubling up to the longest.
             attempt += 1
             let delay = min(settings.longestDelay, settings.firstDelay * pow(2, Double(attempt - 1)))
-            out.event("reconnecting", ["url": settings.url, "attempt": attempt, "of": settings.attempts, "delay": delay])
+            out.event(.reconnecting(.init(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay)))
             let deadline = Date(timeIntervalSinceNow: delay)
             condition.lock()
             while Date() < deadline && !ending && !cancel.isCancelled { _ = condition.wait(until: deadline) }

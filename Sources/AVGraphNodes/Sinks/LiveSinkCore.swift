@@ -79,7 +79,7 @@ final class LiveSinkCore {
             out.countDropped(newAudio, kind: .encodedAudio)
             reported = (s.video, s.audio)
             lastReport = Date()
-            out.event("dropped", ["video": s.video, "audio": s.audio])
+            out.event(.dropped(.init(video: s.video, audio: s.audio)))
         }
         if let failure = s.failure {
             out.account(heldBytes: -accounted)
