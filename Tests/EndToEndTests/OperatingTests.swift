@@ -147,6 +147,35 @@ print(json.dumps({"status": status, "content_type": ctype, "types": types, "samp
         XCTAssertGreaterThan(frames.count, 60)
     }
 
+    /// A real RTMP server goes away and comes back: /metrics shows what the sink holds meanwhile,
+    /// and counts the reconnect.
+    func testLiveSinkReconnectsAndBufferShowInMetrics() throws {
+        guard NginxRtmp.isAvailable else { XCTFail("nginx with the RTMP module is missing: run scripts/setup"); return }
+        let nginx = try NginxRtmp()
+        defer { nginx.stop() }
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        let run = try BackgroundRun(["run", livePipe(dir, rtmpPort: nginx.port), "--metrics", "127.0.0.1:\(port)", "--events", "json",
+                                     "--stats-interval", "0.5", "--set", "live.buffer=10s"], cwd: dir)
+        defer { if run.process.isRunning { run.process.terminate() } }
+        let url = "http://127.0.0.1:\(port)/metrics"
+        XCTAssertNotNil(run.waitFor(timeout: 30) { $0["event"] as? String == "stats" && ($0["media_time"] as? Double ?? 0) > 2 })
+        XCTAssertEqual(try Self.scrape(url).value("avgraph_live_reconnects_total", ["node": "live"]), 0)
+        nginx.stop()
+        XCTAssertNotNil(run.waitFor(timeout: 30) { $0["event"] as? String == "disconnected" }, run.stderr)
+        let lost = run.mediaTime
+        XCTAssertNotNil(run.waitFor(timeout: 30) { $0["event"] as? String == "stats" && ($0["media_time"] as? Double ?? 0) > lost + 2 })
+        let away = try Self.scrape(url)
+        XCTAssertGreaterThan(away.value("avgraph_live_buffered_seconds", ["node": "live"]) ?? 0, 1.0, "media held while the server is away")
+        XCTAssertEqual(away.value("avgraph_live_reconnects_total", ["node": "live"]), 0)
+        try nginx.start()
+        XCTAssertNotNil(run.waitFor(timeout: 60) { $0["event"] as? String == "reconnected" }, run.stderr)
+        let back = try Self.scrape(url)
+        XCTAssertEqual(back.value("avgraph_live_reconnects_total", ["node": "live"]), 1)
+        XCTAssertEqual(try CLI.run(["ctl", dir + "/ctl/ops.sock", "stop"]).status, 0)
+        XCTAssertEqual(run.waitForExit(timeout: 60), 0, run.stderr)
+    }
+
     func testMetricsAddressMustBeLoopbackUnlessAllowed() throws {
         let remote = try CLI.run(["run", "pipelines/live.pipe", "--metrics", "0.0.0.0:9464"], cwd: CLI.packageRoot)
         XCTAssertEqual(remote.status, 2)
