@@ -55,6 +55,9 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     private let finished = DispatchGroup()
     /// Called right after the `start` event (the CLI announces the control socket there).
     public var onStart: (@Sendable () -> Void)?
+    /// Seconds between `stats` snapshots (events, status line, the live rates of `ctl graph`).
+    public var statsInterval = 1.0
+    let rates = EmissionRates()
 
     public init(_ pipeline: CheckedPipeline, events: EventLog, realtime: Bool? = nil) throws {
         precondition(pipeline.isValid, "run only checked pipelines")
@@ -252,7 +255,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             thread.stackSize = 4 << 20
             thread.start()
         }
-        while finished.wait(timeout: .now() + 1) == .timedOut {
+        while finished.wait(timeout: .now() + statsInterval) == .timedOut {
+            rates.sample(self)
             events.emit(.stats(stats()))
         }
         let s = stats()
