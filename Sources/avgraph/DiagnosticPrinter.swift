@@ -18,7 +18,8 @@ struct DiagnosticPrinter {
         let l = lines(of: d.location.file, path: path)
         if d.location.file != "--set", d.location.line >= 1, d.location.line <= l.count {
             let line = l[d.location.line - 1]
-            if line.count <= 200 {
+            // utf8.count, not count: a megabyte-long line must not be walked once per diagnostic.
+            if line.utf8.count <= 200 {
                 out += "\n    \(line)\n    \(String(repeating: " ", count: max(0, d.location.column - 1)))^"
             }
         }

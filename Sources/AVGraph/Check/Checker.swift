@@ -14,6 +14,7 @@ public struct Checker {
 
     static let topLevelKeys = ["pipeline", "realtime", "duration", "memory-limit", "control", "plugins", "nodes"]
     static let nodeKeys = ["type", "in", "queue"]
+    public static let maxInputs = 1024
 
     public func check(path: String, displayName: String? = nil) -> CheckedPipeline {
         let shown = displayName ?? path
@@ -39,6 +40,27 @@ private struct Pass {
     var broken: Set<String> = []
     var rawNodes: [(name: String, location: SourceLocation, body: PipeValue)] = []
     var inValues: [String: PipeValue] = [:]
+    /// Where each node is in `result.nodes`: every lookup by name is one hash, so checking stays
+    /// linear in the size of the file (a 20,000-node chain took 16 s when each was a scan).
+    var index: [String: Int] = [:]
+    /// Hints cost a comparison with every candidate: after this many comparisons, a hostile file
+    /// of thousands of mistakes gets its errors without them.
+    let hintBudget = HintBudget()
+
+    final class HintBudget { var left = 50_000 }
+
+    let defaultsCache = DefaultsCache()
+
+    final class DefaultsCache {
+        var byType: [ObjectIdentifier: [String: OptionValue]] = [:]
+        func values(for type: any Node.Type) -> [String: OptionValue] {
+            if let d = byType[ObjectIdentifier(type)] { return d }
+            var filled = OptionValues()
+            filled.fillDefaults(from: type.options)
+            byType[ObjectIdentifier(type)] = filled.values
+            return filled.values
+        }
+    }
     /// The checker's node types plus this file's `plugins:` (loaded into a copy, so one file's
     /// plugins never leak into the next file checked).
     var registry: NodeRegistry
@@ -59,6 +81,13 @@ private struct Pass {
         do { try PluginLoader.load(path, into: registry) } catch {
             self.error(location, error.message, hint: error.reason == .notFound ? "plugin paths are relative to the .pipe file" : nil)
         }
+    }
+
+    func hint(for word: String, in candidates: @autoclosure () -> [String]) -> String? {
+        guard hintBudget.left > 0 else { return nil }
+        let all = candidates()
+        hintBudget.left -= all.count
+        return Suggest.hint(for: word, in: all)
     }
 
     mutating func warning(_ at: SourceLocation, _ message: String, hint: String? = nil) {
@@ -102,7 +131,7 @@ private struct Pass {
                 } else { error(e.value.location, "'plugins' must be a list of paths, got \(e.value.shown)") }
             default:
                 error(e.keyLocation, "unknown top-level key '\(e.key)'",
-                      hint: Suggest.hint(for: e.key, in: Checker.topLevelKeys) ?? "known keys: \(Checker.topLevelKeys.joined(separator: ", "))")
+                      hint: hint(for: e.key, in: Checker.topLevelKeys) ?? "known keys: \(Checker.topLevelKeys.joined(separator: ", "))")
             }
         }
         guard let nodesValue else {
@@ -158,12 +187,13 @@ private struct Pass {
         guard let typeName = typeEntry.value.scalar,
               let type = registry.resolve(typeName, hasInputs: body.contains { $0.key == "in" }) else {
             error(typeEntry.value.location, "unknown node type \(typeEntry.value.shown)",
-                  hint: Suggest.hint(for: typeEntry.value.scalar ?? "", in: registry.names) ?? "`avgraph inspect` lists the node types")
+                  hint: hint(for: typeEntry.value.scalar ?? "", in: registry.names) ?? "`avgraph inspect` lists the node types")
             broken.insert(name)
             return
         }
         var node = CheckedNode(name: name, type: type, location: e.keyLocation, typeLocation: typeEntry.value.location,
                                options: OptionValues(), optionLocations: [:], inputs: [], inLocation: nil, outputs: [], queue: nil)
+        node.origin = registry.origin(of: typeName) ?? "built-in"
         var optionsOK = true
         for entry in body where entry.key != "type" {
             switch entry.key {
@@ -175,7 +205,7 @@ private struct Pass {
             default:
                 guard let spec = type.option(entry.key) else {
                     error(entry.keyLocation, "unknown option '\(entry.key)' for node '\(name)' (\(typeName))",
-                          hint: Suggest.hint(for: entry.key, in: type.options.map(\.name) + Checker.nodeKeys)
+                          hint: hint(for: entry.key, in: type.options.map(\.name) + Checker.nodeKeys)
                             ?? "`avgraph inspect \(typeName)` lists its options")
                     optionsOK = false
                     continue
@@ -187,8 +217,11 @@ private struct Pass {
                 } else { optionsOK = false }
             }
         }
-        node.options.fillDefaults(from: type.options)
+        // Each type's defaults are parsed once, not once per node of that type.
+        let defaults = defaultsCache.values(for: type)
+        for (k, v) in defaults where node.options[k] == nil { node.options[k] = v }
         if !optionsOK { broken.insert(name) }
+        if index[name] == nil { index[name] = result.nodes.count }
         result.nodes.append(node)
     }
 
@@ -222,7 +255,7 @@ private struct Pass {
                     q.policy = QueuePolicy(rawValue: s)
                 }
             default:
-                error(e.keyLocation, "unknown queue key '\(e.key)'", hint: Suggest.hint(for: e.key, in: ["size", "policy"]) ?? "use size and policy")
+                error(e.keyLocation, "unknown queue key '\(e.key)'", hint: hint(for: e.key, in: ["size", "policy"]) ?? "use size and policy")
             }
         }
         return q
@@ -231,16 +264,16 @@ private struct Pass {
     mutating func applyOverrides() {
         for (i, o) in checker.overrides.enumerated() {
             let at = SourceLocation(file: "--set", line: i + 1, column: 1)
-            guard let idx = result.nodes.firstIndex(where: { $0.name == o.node }) else {
+            guard let idx = index[o.node] else {
                 if !broken.contains(o.node) {
-                    error(at, "--set \(o.node).\(o.option): no node named '\(o.node)'", hint: Suggest.hint(for: o.node, in: result.nodes.map(\.name)))
+                    error(at, "--set \(o.node).\(o.option): no node named '\(o.node)'", hint: hint(for: o.node, in: result.nodes.map(\.name)))
                 }
                 continue
             }
             let type = result.nodes[idx].type
             guard let spec = type.option(o.option) else {
                 error(at, "--set \(o.node).\(o.option): unknown option '\(o.option)' for \(type.typeName)",
-                      hint: Suggest.hint(for: o.option, in: type.options.map(\.name)))
+                      hint: hint(for: o.option, in: type.options.map(\.name)))
                 continue
             }
             let (value, diags) = PipeLoader.parse(data: Data(o.value.utf8), file: "--set")
@@ -277,6 +310,7 @@ private struct Pass {
 
     mutating func connect() {
         let names = result.nodes.map(\.name) + Array(broken)
+        let refusedNames = Set(broken.map { $0.lowercased() })
         for idx in result.nodes.indices {
             let node = result.nodes[idx]
             let type = node.type
@@ -299,7 +333,7 @@ private struct Pass {
                 for e in entries {
                     guard type.inputs.contains(where: { $0.name == e.key }) else {
                         error(e.keyLocation, "node '\(node.name)' (\(type.typeName)) has no input pad '\(e.key)'",
-                              hint: Suggest.hint(for: e.key, in: type.inputs.map(\.name)) ?? "its inputs: \(type.inputs.map(\.name).joined(separator: ", "))")
+                              hint: hint(for: e.key, in: type.inputs.map(\.name)) ?? "its inputs: \(type.inputs.map(\.name).joined(separator: ", "))")
                         continue
                     }
                     if let s = e.value.scalar { refs.append((e.key, s, e.value.location)) } else if let l = e.value.list {
@@ -307,7 +341,13 @@ private struct Pass {
                     }
                 }
             }
+            // Format rules may compare each input with the others (a mixer names them): bounded.
+            guard refs.count <= Checker.maxInputs else {
+                error(inValue.location, "node '\(node.name)' has \(refs.count) inputs; a node takes at most \(Checker.maxInputs)")
+                continue
+            }
             var connections: [Connection] = []
+            var usedPads: Set<String> = [], usedOutputs: Set<String> = []
             for r in refs {
                 var upstream = r.ref
                 var outPad: String?
@@ -319,11 +359,11 @@ private struct Pass {
                     error(r.at, "node '\(node.name)' takes its own output as input (a cycle)")
                     continue
                 }
-                guard let up = result.nodes.first(where: { $0.name == upstream }) else {
+                guard let up = index[upstream].map({ result.nodes[$0] }) else {
                     // A node whose own name was refused is already reported; naming it again is noise.
-                    if !broken.contains(where: { $0.lowercased() == upstream.lowercased() }) {
+                    if !refusedNames.contains(upstream.lowercased()) {
                         error(r.at, "unknown upstream node '\(upstream)' in the inputs of '\(node.name)'",
-                              hint: Suggest.hint(for: upstream, in: names.filter { $0 != node.name }))
+                              hint: hint(for: upstream, in: names.filter { $0 != node.name }))
                     }
                     continue
                 }
@@ -336,7 +376,7 @@ private struct Pass {
                 if let outPad {
                     guard let i = outs.firstIndex(where: { $0.name == outPad }) else {
                         error(r.at, "node '\(upstream)' (\(up.type.typeName)) has no output pad '\(outPad)'",
-                              hint: Suggest.hint(for: outPad, in: outs.map(\.name)) ?? "its outputs: \(outs.map(\.name).joined(separator: ", "))")
+                              hint: hint(for: outPad, in: outs.map(\.name)) ?? "its outputs: \(outs.map(\.name).joined(separator: ", "))")
                         continue
                     }
                     outIndex = i
@@ -356,7 +396,7 @@ private struct Pass {
                 // Which pad of ours: the named one, else the first whose kinds fit.
                 let pad: PadSpec?
                 if let p = r.pad { pad = type.inputs.first { $0.name == p } } else {
-                    pad = type.inputs.first { spec in !spec.kinds.isDisjoint(with: outKinds) && (spec.variadic || !connections.contains { c in c.pad == spec.name }) }
+                    pad = type.inputs.first { spec in !spec.kinds.isDisjoint(with: outKinds) && (spec.variadic || !usedPads.contains(spec.name)) }
                         ?? type.inputs.first
                 }
                 guard let pad else { continue }
@@ -368,14 +408,15 @@ private struct Pass {
                     error(r.at, "media kind mismatch: input '\(pad.name)' of '\(node.name)' (\(type.typeName)) takes \(pad.kindsText), but '\(r.ref)' gives \(gives)", hint: hint)
                     continue
                 }
-                if !pad.variadic, connections.contains(where: { $0.pad == pad.name }) {
+                if !pad.variadic, usedPads.contains(pad.name) {
                     error(r.at, "input '\(pad.name)' of '\(node.name)' (\(type.typeName)) takes one connection; '\(r.ref)' is one too many")
                     continue
                 }
-                if connections.contains(where: { $0.from == upstream && $0.fromOutput == outIndex }) {
+                guard usedOutputs.insert("\(outIndex).\(upstream)").inserted else {
                     error(r.at, "'\(r.ref)' is connected to '\(node.name)' twice")
                     continue
                 }
+                usedPads.insert(pad.name)
                 connections.append(Connection(pad: pad.name, from: upstream, fromOutput: outIndex, fromPad: outs[outIndex].name, location: r.at, format: nil))
             }
             result.nodes[idx].inputs = connections
@@ -401,52 +442,64 @@ private struct Pass {
     }
 
     /// Reports each cycle once, at the 'in' of the node where it closes. True when one was found.
+    /// A depth-first walk with its own stack: a chain of 50,000 nodes must not overflow the thread's.
     mutating func findCycles() -> Bool {
-        var state: [String: Int] = [:]  // 1 visiting, 2 done
+        var state = [UInt8](repeating: 0, count: result.nodes.count)  // 1 visiting, 2 done
+        var depthOf = [Int](repeating: 0, count: result.nodes.count)  // where a visiting node is on the stack
         var found = false
-        let byName = Dictionary(uniqueKeysWithValues: result.nodes.map { ($0.name, $0) })
-        func visit(_ n: String, _ path: [String]) {
-            guard let node = byName[n] else { return }
-            state[n] = 1
-            for c in node.inputs {
-                if state[c.from] == 1 {
-                    let cycle = (path + [n]).drop { $0 != c.from } + [c.from]
-                    error(c.location, "cycle: \(cycle.reversed().joined(separator: " -> "))", hint: "a pipeline is a graph without loops")
+        // The path being walked: a node and the next of its inputs to follow.
+        var stack: [(node: Int, next: Int)] = []
+        for start in result.nodes.indices where state[start] == 0 {
+            state[start] = 1
+            depthOf[start] = 0
+            stack.append((start, 0))
+            while let top = stack.last {
+                let inputs = result.nodes[top.node].inputs
+                guard top.next < inputs.count else {
+                    state[top.node] = 2
+                    stack.removeLast()
+                    continue
+                }
+                stack[stack.count - 1].next += 1
+                let c = inputs[top.next]
+                guard let up = index[c.from] else { continue }
+                if state[up] == 1 {
+                    // The cycle is the stack from `up` to here; a long one is shown by its ends.
+                    let path = stack[depthOf[up]...]
+                    func names(_ part: ArraySlice<(node: Int, next: Int)>) -> [String] { part.map { result.nodes[$0.node].name } }
+                    let names = path.count < 9 ? names(path) + [c.from]
+                        : names(path.prefix(4)) + ["… \(path.count - 7) more"] + names(path.suffix(3)) + [c.from]
+                    error(c.location, "cycle: \(names.reversed().joined(separator: " -> "))", hint: "a pipeline is a graph without loops")
                     found = true
-                } else if state[c.from] == nil {
-                    visit(c.from, path + [n])
+                } else if state[up] == 0 {
+                    state[up] = 1
+                    depthOf[up] = stack.count
+                    stack.append((up, 0))
                 }
             }
-            state[n] = 2
         }
-        for n in result.nodes where state[n.name] == nil { visit(n.name, []) }
         return found
     }
 
     /// Topological order, then each node's format rule with the formats of its inputs.
     mutating func negotiate() {
-        var done: Set<String> = []
-        var progress = true
-        while progress {
-            progress = false
-            for idx in result.nodes.indices where !done.contains(result.nodes[idx].name) {
+        // Asks every node type whether it is live: once, not once per node.
+        let realtime = result.realtime
+        for idx in topologicalOrder() {
                 let node = result.nodes[idx]
-                guard node.inputs.allSatisfy({ done.contains($0.from) }) else { continue }
-                done.insert(node.name)
-                progress = true
                 if broken.contains(node.name) || node.inputs.contains(where: { broken.contains($0.from) }) {
                     broken.insert(node.name)
                     continue
                 }
                 var inputs: [Negotiation.Input] = []
                 for (ci, c) in node.inputs.enumerated() {
-                    guard let up = result.node(c.from), c.fromOutput < up.outputs.count else { continue }
+                    guard let upIndex = index[c.from], case let up = result.nodes[upIndex], c.fromOutput < up.outputs.count else { continue }
                     let f = up.outputs[c.fromOutput]
                     result.nodes[idx].inputs[ci].format = f
                     inputs.append(.init(pad: c.pad, from: c.from, fromPad: c.fromPad, format: f))
                 }
                 let n = Negotiation(nodeName: node.name, options: node.options, inputs: inputs,
-                                    baseDirectory: result.baseDirectory, realtime: result.realtime)
+                                    baseDirectory: result.baseDirectory, realtime: realtime)
                 do {
                     let formats = try node.type.negotiate(n)
                     if let fault = contractFault(node.type, formats) {
@@ -462,8 +515,27 @@ private struct Pass {
                     self.error(at, "'\(node.name)' (\(node.type.typeName)): \(error.message)", hint: error.hint)
                     broken.insert(node.name)
                 }
-            }
         }
+    }
+
+    /// Every node after the nodes it takes input from (Kahn's algorithm; the graph has no cycle
+    /// by now), in file order where the graph leaves a choice.
+    func topologicalOrder() -> [Int] {
+        var waiting = result.nodes.map { node in node.inputs.count { index[$0.from] != nil } }
+        var feeds = [[Int]](repeating: [], count: result.nodes.count)
+        for (i, node) in result.nodes.enumerated() {
+            for c in node.inputs { if let up = index[c.from] { feeds[up].append(i) } }
+        }
+        var order = result.nodes.indices.filter { waiting[$0] == 0 }
+        var next = 0
+        while next < order.count {
+            for d in feeds[order[next]] {
+                waiting[d] -= 1
+                if waiting[d] == 0 { order.append(d) }
+            }
+            next += 1
+        }
+        return order
     }
 
     /// A format rule must return one format per output pad, each of a kind the pad declares: the

@@ -53,10 +53,10 @@ extension OptionType {
             return s
         }
         func bad(_ s: String) -> ValueProblem {
-            ValueProblem(message: "'\(s)' is not a valid \(name)", hint: example.map { "write it like \($0)" })
+            ValueProblem(message: "\(PipeValue.quoted(s)) is not a valid \(name)", hint: example.map { "write it like \($0)" })
         }
         func outOfRange(_ s: String) -> ValueProblem {
-            ValueProblem(message: "\(name) '\(s)' is out of range (\(rangeText ?? ""))", hint: nil)
+            ValueProblem(message: "\(name) \(PipeValue.quoted(s)) is out of range (\(rangeText ?? ""))", hint: nil)
         }
         switch self {
         case .bool:
@@ -92,7 +92,11 @@ extension OptionType {
             return .size(width: v.width, height: v.height)
         case .rate(let r):
             let s = try scalar()
-            guard let v = ValueSyntax.rate(s) else { throw bad(s) }
+            guard let v = ValueSyntax.rate(s) else {
+                // A number too large or too small to be a rate is out of range, not misspelt.
+                if let x = Double(s.split(separator: "/").first ?? ""), x.isFinite, x > 0 { throw outOfRange(s) }
+                throw bad(s)
+            }
             guard r.contains(v.double) else { throw outOfRange(s) }
             return .rate(v)
         case .bitrate(let r):

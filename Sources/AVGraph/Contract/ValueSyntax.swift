@@ -18,20 +18,29 @@ public enum ValueSyntax {
         return (x, y, wh.width, wh.height)
     }
 
-    /// `30`, `29.97`, `30000/1001`
+    /// `30`, `29.97`, `30000/1001`. Numerator and denominator stay within FFmpeg's 32-bit
+    /// `AVRational`; a decimal is kept to a thousandth and must be below `maxRate`.
     public static func rate(_ s: String) -> Rational? {
         if let slash = s.firstIndex(of: "/") {
             guard let n = Int(s[..<slash]), let d = Int(s[s.index(after: slash)...]), n > 0, d > 0 else { return nil }
-            return reduced(n, d)
+            let r = reduced(n, d)
+            if r.num <= Int(Int32.max), r.den <= Int(Int32.max) { return r }
+            // Too fine for an AVRational: the nearest thousandth, as a decimal would give.
+            return rate(String(Double(n) / Double(d)))
         }
-        if let n = Int(s) { return n > 0 ? Rational(n, 1) : nil }
-        guard let x = Double(s), x > 0, x.isFinite else { return nil }
+        if let n = Int(s) { return n > 0 && n < Int(maxRate) ? Rational(n, 1) : nil }
+        guard let x = Double(s), x > 0, x.isFinite, x < maxRate else { return nil }
         for (ntsc, r) in [(23.976, Rational(24000, 1001)), (29.97, Rational(30000, 1001)), (59.94, Rational(60000, 1001))]
         where abs(x - ntsc) < 0.001 {
             return r
         }
-        return reduced(Int((x * 1000).rounded()), 1000)
+        let r = reduced(Int((x * 1000).rounded()), 1000)
+        return r.num > 0 ? r : nil
     }
+
+    /// No rate a `.pipe` file means reaches this; above it the text is not turned into a number
+    /// (`Int(1e16 * 1000)` would trap) and the option's range check reports it.
+    public static let maxRate = 1e9
 
     static func reduced(_ n: Int, _ d: Int) -> Rational {
         func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }

@@ -48,11 +48,15 @@ public struct Diagnostic: Sendable, Error, CustomStringConvertible {
 /// Suggests the closest known word for a misspelt one (`bitrat` -> `bitrate`).
 public enum Suggest {
     public static func closest(to word: String, in candidates: [String]) -> String? {
+        // A misspelling is a short word; a long one (a hostile file's megabyte key) has no match.
+        guard word.utf8.count <= 64 else { return nil }
         let w = Array(word.lowercased())
         var best: (String, Int)?
-        for c in candidates {
-            let d = distance(w, Array(c.lowercased()))
+        for c in candidates where c.utf8.count <= 64 {
             let limit = max(1, min(3, c.count / 3 + 1))
+            // The distance is at least the difference in length: skip the table when that is too far.
+            guard abs(c.count - w.count) <= limit else { continue }
+            let d = distance(w, Array(c.lowercased()))
             if d <= limit, best == nil || d < best!.1 { best = (c, d) }
         }
         return best?.0

@@ -3,8 +3,8 @@ import Yams
 
 /// Reads a `.pipe` file into `PipeValue`s that remember their line and column.
 /// Anything unreadable becomes a diagnostic, never a crash: the size is capped, bytes are
-/// checked for text, nesting depth is bounded before the YAML parser sees the file, and
-/// parsing runs on a thread with a large stack.
+/// checked for text, nesting depth is bounded and anchors are refused (`PipeScan`) before a tree
+/// is built, and the tree is built on a thread with a large stack.
 public enum PipeLoader {
     public static let maxFileBytes = 1 << 20
     public static let maxDepth = 64
@@ -37,14 +37,16 @@ public enum PipeLoader {
         if text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
             return (nil, [.error(start, "file is empty", hint: "a pipeline needs at least 'nodes:'")])
         }
-        if let deep = tooDeep(text, file: file) {
-            return (nil, [deep])
+        if let refused = PipeScan.refusal(text, file: file) {
+            return (nil, [refused])
         }
         let result = ParseBox()
         let thread = Thread {
             do {
                 let node = try Yams.compose(yaml: text, .basic)
-                result.value = node.map { convert($0, file: file) }
+                result.value = try node.map { try convert($0, file: file) }
+            } catch let refused as Diagnostic {
+                result.diagnostic = refused
             } catch {
                 result.diagnostic = diagnostic(for: error, text: text, file: file)
             }
@@ -66,54 +68,38 @@ public enum PipeLoader {
         let done = DispatchSemaphore(value: 0)
     }
 
-    /// Flow brackets and block indentation both nest; more than `maxDepth` is refused at the place it happens.
-    static func tooDeep(_ text: String, file: String) -> Diagnostic? {
-        var depth = 0, line = 1, col = 0
-        var inQuote: Character? = nil
-        var lineStart = true, indentDepth = 0
-        for ch in text {
-            col += 1
-            if ch == "\n" { line += 1; col = 0; lineStart = true; indentDepth = 0; inQuote = nil; continue }
-            if let q = inQuote { if ch == q { inQuote = nil }; continue }
-            if lineStart {
-                if ch == " " || ch == "-" { if ch == "-" { indentDepth += 1 }; if col / 2 + indentDepth > maxDepth * 2 { return deepError(line, col, file) }; continue }
-                lineStart = false
-            }
-            switch ch {
-            case "\"", "'": inQuote = ch
-            case "#": inQuote = "\n"
-            case "[", "{":
-                depth += 1
-                if depth > maxDepth { return deepError(line, col, file) }
-            case "]", "}": depth = max(0, depth - 1)
-            default: break
-            }
-        }
-        return nil
-    }
-
-    private static func deepError(_ line: Int, _ col: Int, _ file: String) -> Diagnostic {
-        .error(SourceLocation(file: file, line: line, column: col), "nesting is deeper than \(maxDepth) levels",
-               hint: "a .pipe file needs only a few levels: nodes, options, schedules")
-    }
-
     static func location(ofByte offset: Int, in data: Data, file: String) -> SourceLocation {
         var line = 1, col = 1
         for b in data.prefix(offset) { if b == 10 { line += 1; col = 1 } else { col += 1 } }
         return SourceLocation(file: file, line: line, column: col)
     }
 
-    static func convert(_ node: Yams.Node, file: String) -> PipeValue {
+    /// Anchors and aliases are refused: Yams shares an aliased node, and a few hundred bytes of
+    /// aliases of aliases would expand here into gigabytes (the "billion laughs"). A `.pipe` file
+    /// is short enough to write out; the first anchor is reported before anything is copied.
+    static func convert(_ node: Yams.Node, file: String) throws(Diagnostic) -> PipeValue {
         let loc = SourceLocation(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
+        if let anchor = node.anchor {
+            throw .error(loc, "YAML anchors and aliases (&\(anchor.rawValue), *\(anchor.rawValue)) are not supported in a .pipe file",
+                         hint: "write the value out where it is used")
+        }
         switch node {
         case .scalar(let s): return .scalar(s.string, loc)
-        case .sequence(let seq): return .list(seq.map { convert($0, file: file) }, loc)
+        case .sequence(let seq):
+            var items: [PipeValue] = []
+            items.reserveCapacity(seq.count)
+            for item in seq { items.append(try convert(item, file: file)) }
+            return .list(items, loc)
         case .mapping(let map):
-            return .map(map.map { pair in
-                let k = convert(pair.key, file: file)
-                return PipeEntry(key: k.scalar ?? "", keyLocation: k.location, value: convert(pair.value, file: file))
-            }, loc)
-        case .alias: return .scalar("", loc)
+            var entries: [PipeEntry] = []
+            entries.reserveCapacity(map.count)
+            for pair in map {
+                let k = try convert(pair.key, file: file)
+                entries.append(PipeEntry(key: k.scalar ?? "", keyLocation: k.location, value: try convert(pair.value, file: file)))
+            }
+            return .map(entries, loc)
+        case .alias:
+            throw .error(loc, "YAML aliases (*name) are not supported in a .pipe file", hint: "write the value out where it is used")
         }
     }
 

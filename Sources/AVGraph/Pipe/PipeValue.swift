@@ -38,10 +38,15 @@ public indirect enum PipeValue: Sendable {
     /// How the value reads in a message: a short quote of a scalar, or what kind of value it is.
     public var shown: String {
         switch self {
-        case .scalar(let s, _): return "'\(s.count > 40 ? String(s.prefix(40)) + "…" : s)'"
+        case .scalar(let s, _): return Self.quoted(s)
         case .list: return "a list"
         case .map: return "a mapping"
         }
+    }
+
+    /// A short quote of a text for a message: a hostile file's megabyte-long word is cut.
+    public static func quoted(_ s: String) -> String {
+        s.utf8.count > 40 ? "'\(String(s.prefix(40)))…'" : "'\(s)'"
     }
 }
 

@@ -11,6 +11,8 @@ import Foundation
 final class LiveSender: @unchecked Sendable {
     struct Settings {
         var url: String
+        /// The url as printed: the stream key, passphrase and stream id masked.
+        var shownURL: String { Redaction.url(url) }
         /// libavformat's muxer: `flv` for RTMP, `mpegts` for SRT.
         var format: String
         var muxerOptions: [String: String] = [:]
@@ -92,6 +94,15 @@ final class LiveSender: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Sessions opened again after a failure, and seconds of media queued (for `/metrics`).
+    var health: (reconnects: Int, bufferedSeconds: Double) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (reconnects, Double(max(span(video: true), span(video: false))) / 1e6)
+    }
+
+    private var reconnects = 0
+
     /// Bytes held (for the pipeline's memory budget) and drops so far.
     var state: (bytes: Int, video: Int, audio: Int, failure: MediaError?) {
         condition.lock()
@@ -110,6 +121,7 @@ final class LiveSender: @unchecked Sendable {
             cancel.cancel()
             exited.wait()
         }
+        exited.signal() // stays signalled: the thread has exited, for a later abort or finish
         dropAll()
     }
 
@@ -120,7 +132,7 @@ final class LiveSender: @unchecked Sendable {
         ending = true
         condition.broadcast()
         condition.unlock()
-        if started { exited.wait() }
+        if started { exited.wait(); exited.signal() }
         dropAll()
     }
 
@@ -246,8 +258,11 @@ final class LiveSender: @unchecked Sendable {
                 connected = true
                 condition.unlock()
                 if let lostAt {
-                    out.event("reconnected", ["url": settings.url, "attempts": attempt,
-                                              "after": (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000])
+                    condition.lock()
+                    reconnects += 1
+                    condition.unlock()
+                    out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
+                                                 after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
                 }
                 attempt = 0
                 lostAt = nil
@@ -264,10 +279,10 @@ final class LiveSender: @unchecked Sendable {
                     connected = false
                     let stop = ending
                     condition.unlock()
-                    out.event("disconnected", ["url": settings.url, "reason": "\(error)"])
+                    out.event(.disconnected(.init(url: settings.shownURL, reason: Redaction.text("\(error)"))))
                     lostAt = Date()
                     if stop {
-                        out.warning("the stream to \(settings.url) broke while ending: what was still queued is not sent")
+                        out.warning("the stream to \(settings.shownURL) broke while ending: what was still queued is not sent")
                         return
                     }
                 }
@@ -278,13 +293,13 @@ final class LiveSender: @unchecked Sendable {
                 let stop = ending
                 condition.unlock()
                 if stop {
-                    out.warning("the run ended while \(settings.url) was unreachable (\(error)): what was queued is not sent")
+                    out.warning("the run ended while \(settings.shownURL) was unreachable (\(Redaction.text("\(error)"))): what was queued is not sent")
                     return
                 }
                 if attempt >= settings.attempts {
                     let tries = attempt + 1
                     condition.lock()
-                    failure = MediaError("cannot reach \(settings.url): \(error) (\(tries) attempt\(tries == 1 ? "" : "s"))")
+                    failure = MediaError("cannot reach \(settings.shownURL): \(Redaction.text("\(error)")) (\(tries) attempt\(tries == 1 ? "" : "s"))")
                     condition.broadcast()
                     condition.unlock()
                     return
@@ -293,7 +308,7 @@ final class LiveSender: @unchecked Sendable {
             // Backoff before the next attempt: the first delay, doubling up to the longest.
             attempt += 1
             let delay = min(settings.longestDelay, settings.firstDelay * pow(2, Double(attempt - 1)))
-            out.event("reconnecting", ["url": settings.url, "attempt": attempt, "of": settings.attempts, "delay": delay])
+            out.event(.reconnecting(.init(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay)))
             let deadline = Date(timeIntervalSinceNow: delay)
             condition.lock()
             while Date() < deadline && !ending && !cancel.isCancelled { _ = condition.wait(until: deadline) }

@@ -22,13 +22,12 @@ struct Upload {
         for attempt in 1...max(1, target.attempts) {
             do {
                 let (status, bytes) = try once(path)
-                out.event("uploaded", ["path": path, "url": target.shownURL, "status": status, "bytes": bytes, "attempts": attempt,
-                                       "seconds": (Date().timeIntervalSince(started) * 1000).rounded() / 1000])
+                out.event(.uploaded(.init(path: path, url: target.shownURL, status: status, bytes: bytes, attempts: attempt,
+                                          seconds: (Date().timeIntervalSince(started) * 1000).rounded() / 1000)))
                 return
             } catch {
                 lastError = "\(error)"
-                out.warning("upload of '\(path)' to \(target.shownURL) failed (attempt \(attempt) of \(target.attempts)): \(error)",
-                            ["path": path, "url": target.shownURL, "attempt": attempt])
+                out.warning("upload of '\(path)' to \(target.shownURL) failed (attempt \(attempt) of \(target.attempts)): \(error)")
                 if attempt < target.attempts {
                     Thread.sleep(forTimeInterval: delay)
                     delay = min(delay * 2, 30)

@@ -87,7 +87,7 @@ final class NetworkSourceCore {
         if !announced {
             announced = true
             idleSince = out.clock
-            out.event(reader.input.listen ? "listening" : "pulling", ["url": reader.shownURL])
+            if reader.input.listen { out.event(.listening(.init(path: reader.shownURL))) }
         }
         report(out)
         if let duration, out.clock >= duration { return false }
@@ -98,7 +98,7 @@ final class NetworkSourceCore {
         }
         if reader.isConnected { idleSince = out.clock }
         if let idle, out.clock - idleSince >= idle {
-            out.event("idle", ["seconds": idle, "url": reader.shownURL])
+            out.event(.idle(.init(seconds: idle, url: reader.shownURL)))
             return false
         }
         if let failure = reader.failure { throw failure }
@@ -107,7 +107,10 @@ final class NetworkSourceCore {
 
     private func report(_ out: Outlet) {
         for note in reader.takeNotes() {
-            if note.warning { out.warning(note.message, note.fields) } else { out.event("publisher", note.fields) }
+            switch note {
+            case .warning(let message): out.warning(message)
+            case .event(let kind): out.event(kind)
+            }
         }
     }
 
@@ -131,7 +134,7 @@ final class NetworkSourceCore {
 /// demuxes and decodes its stream, hands the frames to the hub; when the publisher goes, it
 /// waits for the next one on the same URL. Every blocking call is cut short by `stop()`.
 final class NetworkReader: @unchecked Sendable {
-    struct Note { var warning: Bool; var message: String; var fields: [String: Any] }
+    enum Note { case warning(String), event(Event.Kind) }
 
     let input: NetworkInput
     let shownURL: String
@@ -180,9 +183,9 @@ final class NetworkReader: @unchecked Sendable {
         return n
     }
 
-    private func note(_ warning: Bool, _ message: String, _ fields: [String: Any]) {
+    private func note(_ n: Note) {
         lock.lock()
-        notes.append(Note(warning: warning, message: message, fields: fields))
+        notes.append(n)
         lock.unlock()
     }
 
@@ -210,7 +213,7 @@ final class NetworkReader: @unchecked Sendable {
                 if cancel.isCancelled { break }
                 // A publisher that hangs up during the handshake, or a server not there yet: try again.
                 let message = "\(error)"
-                if message != lastWarning { note(true, message, ["url": shownURL]) }
+                if message != lastWarning { note(.warning(message)) }
                 lastWarning = message
                 pause(input.listen ? 0.1 : delay)
                 delay = min(delay * 2, 5)
@@ -223,7 +226,7 @@ final class NetworkReader: @unchecked Sendable {
             lock.lock()
             connected = true
             lock.unlock()
-            note(false, "publisher connected", ["state": "connected", "session": session, "peer": peer, "url": shownURL])
+            note(.event(.publisher(.init(state: .connected, session: session, peer: peer, url: shownURL))))
             let started = Monotonic.now
             var reason = "ended"
             packets = 0
@@ -233,9 +236,8 @@ final class NetworkReader: @unchecked Sendable {
             lock.lock()
             connected = false
             lock.unlock()
-            note(false, "publisher disconnected", ["state": "disconnected", "session": session, "peer": peer, "url": shownURL,
-                                                   "reason": reason, "seconds": ((Monotonic.now - started) * 1000).rounded() / 1000,
-                                                   "packets": packets])
+            note(.event(.publisher(.init(state: .disconnected, session: session, peer: peer, url: shownURL, reason: reason,
+                                         seconds: ((Monotonic.now - started) * 1000).rounded() / 1000, packets: packets))))
         }
     }
 
@@ -284,7 +286,7 @@ final class NetworkReader: @unchecked Sendable {
                     try push(c, pad)
                 }
             } catch {
-                note(true, "decoding the stream failed: \(error)", ["url": shownURL, "session": c.session])
+                note(.warning("decoding the stream from \(shownURL) failed (session \(c.session)): \(error)"))
             }
         }
         while let item = backlog.next(cancel) {
@@ -300,7 +302,7 @@ final class NetworkReader: @unchecked Sendable {
                     try push(c, pad)
                 } catch {
                     c.healthy = false
-                    note(true, "decoding the stream failed: \(error)", ["url": shownURL, "session": c.session])
+                    note(.warning("decoding the stream from \(shownURL) failed (session \(c.session)): \(error)"))
                 }
             }
         }
