@@ -36,17 +36,8 @@ enum NetworkSourceOptions {
         return [video, audio]
     }
 
-    /// `rtmp://user:pass@host/app/KEY?x=y` as `rtmp://host/app/***`: events and logs never carry
-    /// the stream key, credentials or query parameters (a passphrase).
-    static func redacted(_ url: String) -> String {
-        guard let scheme = url.range(of: "://") else { return "***" }
-        var rest = String(url[scheme.upperBound...])
-        if let q = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = String(rest[..<q]) }
-        var parts = rest.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        if let at = parts[0].lastIndex(of: "@") { parts[0] = String(parts[0][parts[0].index(after: at)...]) }
-        if parts.count > 2, !parts[parts.count - 1].isEmpty { parts[parts.count - 1] = "***" }
-        return String(url[..<scheme.upperBound]) + parts.joined(separator: "/")
-    }
+    /// The URL as events and logs show it: no stream key, password or passphrase.
+    static func redacted(_ url: String) -> String { Redaction.url(url) }
 }
 
 /// How one network source type opens its input.
