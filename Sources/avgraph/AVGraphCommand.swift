@@ -15,11 +15,11 @@ struct AVGraphCommand: ParsableCommand {
 
     /// ArgumentParser exits 64 on usage errors; docs/PIPE-FORMAT.md promises 2.
     static func main() {
+        ProcessSignals.prepareStandardStreams()
         if ProcessInfo.processInfo.environment["AVGRAPH_FFMPEG_LOG"] == nil { FFmpegLog.errorsOnly() } else { FFmpegLog.verbose() }
         // The live budget (50 MB for a phone's broadcast extension) counts resident pages: keep
         // x264's buffers on ordinary pages, resident only where touched.
         _ = avg_disable_transparent_hugepages()
-        ProcessSignals.ignoreBrokenPipes()
         do {
             var command = try parseAsRoot()
             try command.run()

@@ -95,6 +95,15 @@ final class LiveSender: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Sessions opened again after a failure, and seconds of media queued (for `/metrics`).
+    var health: (reconnects: Int, bufferedSeconds: Double) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (reconnects, Double(max(span(video: true), span(video: false))) / 1e6)
+    }
+
+    private var reconnects = 0
+
     /// Bytes held (for the pipeline's memory budget) and drops so far.
     var state: (bytes: Int, video: Int, audio: Int, failure: MediaError?) {
         condition.lock()
@@ -259,6 +268,9 @@ final class LiveSender: @unchecked Sendable {
                 condition.broadcast()
                 condition.unlock()
                 if let lostAt {
+                    condition.lock()
+                    reconnects += 1
+                    condition.unlock()
                     out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
                                                  after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
                 }
