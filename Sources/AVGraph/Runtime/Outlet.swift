@@ -148,6 +148,22 @@ public final class Outlet: @unchecked Sendable {
         statsLock.unlock()
     }
 
+    /// A figure of the node's own for `/metrics` (a live sink's `reconnects`, `buffered_seconds`).
+    /// Safe from any thread.
+    public func report(_ name: String, _ value: Double) {
+        statsLock.lock()
+        gauges[name] = value
+        statsLock.unlock()
+    }
+
+    private var gauges: [String: Double] = [:]
+
+    var reported: [String: Double] {
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        return gauges
+    }
+
     var droppedByNode: [MediaKind: Int] {
         statsLock.lock()
         defer { statsLock.unlock() }

@@ -55,6 +55,9 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     private let finished = DispatchGroup()
     /// Called right after the `start` event (the CLI announces the control socket there).
     public var onStart: (@Sendable () -> Void)?
+    /// Seconds between `stats` snapshots (events, status line, the live rates of `ctl graph`).
+    public var statsInterval = 1.0
+    let rates = EmissionRates()
 
     public init(_ pipeline: CheckedPipeline, events: EventLog, realtime: Bool? = nil) throws {
         precondition(pipeline.isValid, "run only checked pipelines")
@@ -100,6 +103,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                     return Inbox.Lane(capacity: capacity, policy: policy, kind: kind)
                 }
                 let node: any Node
+                FFmpegLog.tag(node: n.name)
+                defer { FFmpegLog.tag(node: nil) }
                 do { node = try n.type.init(setup) } catch {
                     throw Failure(node: n.name, message: "\(error)")
                 }
@@ -142,11 +147,16 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     /// Seconds since the run started.
     public var clock: Double { Date().timeIntervalSince(startWall) }
 
+    /// Woken by `stop`: a source waiting for its media time ends its wait at once.
+    private let wake = NSCondition()
+
     func waitUntil(mediaTime t: Double) {
+        wake.lock()
+        defer { wake.unlock() }
         while !isStopping {
             let wait = t - clock
             if wait <= 0 { return }
-            usleep(UInt32(min(wait, 0.05) * 1e6))
+            _ = wake.wait(until: Date(timeIntervalSinceNow: wait))
         }
     }
 
@@ -223,7 +233,13 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         stopping = true
         if first { stopReason = reason }
         stateLock.unlock()
-        if first { events.emit(.stopping(.init(reason: reason))) }
+        guard first else { return }
+        wake.lock()
+        wake.broadcast()
+        wake.unlock()
+        // Producers blocked on a full lane look at `isStopping` again.
+        for r in runners { r.inbox.wake() }
+        events.emit(.stopping(.init(reason: reason)))
     }
 
     func fail(_ node: String, _ error: Error) {
@@ -250,7 +266,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             thread.stackSize = 4 << 20
             thread.start()
         }
-        while finished.wait(timeout: .now() + 1) == .timedOut {
+        while finished.wait(timeout: .now() + statsInterval) == .timedOut {
+            rates.sample(self)
             events.emit(.stats(stats()))
         }
         let s = stats()
@@ -266,6 +283,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
 
     private func loop(_ r: NodeRunner) {
         let out = r.outlet!
+        FFmpegLog.tag(node: r.name)
         do {
             if r.isSource {
                 while !isStopping && !out.reachedEnd {
