@@ -54,8 +54,9 @@ struct RunCommand: ParsableCommand {
         let mode: Bool? = realtime ? true : offline ? false : nil
         let run: PipelineRun
         do { run = try PipelineRun(checked, events: log, realtime: mode) } catch {
-            log.emit(.error(.init("\(error)")))
-            Terminal.err("error: \(error)")
+            let message = Redaction.text("\(error)")
+            log.emit(.error(.init(message)))
+            Terminal.err("error: \(message)")
             throw ExitCode(1)
         }
         var control: ControlServer?
