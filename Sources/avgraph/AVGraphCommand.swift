@@ -9,6 +9,7 @@ struct AVGraphCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "avgraph",
         abstract: "Run audio/video pipelines described as a graph of nodes in a .pipe file.",
+        version: AVGraphVersion.long,
         subcommands: [RunCommand.self, CheckCommand.self, InspectCommand.self, CtlCommand.self, FeedCommand.self]
     )
 

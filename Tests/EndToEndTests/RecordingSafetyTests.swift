@@ -287,7 +287,7 @@ final class RecordingSafetyTests: XCTestCase {
         CLI.write(text, to: dir + "/diskfull.pipe")
         let r = try CLI.run(["run", dir + "/diskfull.pipe", "--duration", "30s", "--set", "out.path=\(disk)/live.mp4"])
         XCTAssertEqual(r.status, 1, r.stderr)
-        XCTAssertTrue(r.stderr.contains("'out'") && r.stderr.contains("the disk is full") && r.stderr.contains("\(disk)/live.mp4"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("out (file): ") && r.stderr.contains("the disk is full") && r.stderr.contains("\(disk)/live.mp4"), r.stderr)
         XCTAssertEqual(try Self.decodeErrors(disk + "/live.mp4"), "")
         let held = try Self.decodedSeconds(disk + "/live.mp4")
         XCTAssertGreaterThan(min(held.video, held.audio), 5, "2.5 Mbit/s in 3 MB")

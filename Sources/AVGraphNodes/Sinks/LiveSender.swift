@@ -94,6 +94,15 @@ final class LiveSender: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Sessions opened again after a failure, and seconds of media queued (for `/metrics`).
+    var health: (reconnects: Int, bufferedSeconds: Double) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (reconnects, Double(max(span(video: true), span(video: false))) / 1e6)
+    }
+
+    private var reconnects = 0
+
     /// Bytes held (for the pipeline's memory budget) and drops so far.
     var state: (bytes: Int, video: Int, audio: Int, failure: MediaError?) {
         condition.lock()
@@ -112,6 +121,7 @@ final class LiveSender: @unchecked Sendable {
             cancel.cancel()
             exited.wait()
         }
+        exited.signal() // stays signalled: the thread has exited, for a later abort or finish
         dropAll()
     }
 
@@ -122,7 +132,7 @@ final class LiveSender: @unchecked Sendable {
         ending = true
         condition.broadcast()
         condition.unlock()
-        if started { exited.wait() }
+        if started { exited.wait(); exited.signal() }
         dropAll()
     }
 
@@ -248,6 +258,9 @@ final class LiveSender: @unchecked Sendable {
                 connected = true
                 condition.unlock()
                 if let lostAt {
+                    condition.lock()
+                    reconnects += 1
+                    condition.unlock()
                     out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
                                                  after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
                 }
