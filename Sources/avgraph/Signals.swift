@@ -2,12 +2,9 @@ import AVGraph
 import Foundation
 
 enum ProcessSignals {
-    /// A reader that goes away (`avgraph run ... | head -1`) must end the event stream, not the
-    /// run: writes to it fail with EPIPE instead (see StandardStreams). A standard stream closed
-    /// at the start (`>&-`) is held by /dev/null: else the next file opened (a recording) would
-    /// take its number and receive the events.
+    /// A standard stream closed at the start (`>&-`) is held by /dev/null: else the next file
+    /// opened (a recording) would take its number and receive the events.
     static func prepareStandardStreams() {
-        signal(SIGPIPE, SIG_IGN)
         for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
             // open() takes the lowest free number: this one.
             _ = open("/dev/null", O_RDWR)
@@ -29,6 +26,10 @@ final class SignalStopper: @unchecked Sendable {
     init(run: PipelineRun) { self.run = run }
 
     func install() {
+        // A reader that goes away (`avgraph run ... | head -1`) must end the event stream, not
+        // the run: writes to it fail with EPIPE instead (see StandardStreams). Only `run`:
+        // `ctl watch | head -1` should still end with its reader.
+        signal(SIGPIPE, SIG_IGN)
         for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())

@@ -7,6 +7,8 @@ final class InputFaultTests: XCTestCase {
     /// 300 frames of 640x360 yuv420p (100 MB) looped into H.264 in an MP4.
     func rawPipe(_ dir: String) throws -> (pipe: String, raw: String, out: String) {
         let raw = dir + "/cam.yuv", out = dir + "/out.mp4"
+        // 100 MB a file: not left behind in the scratch folder.
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
         try CLI.shell(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-frames", "300",
                        "-pix_fmt", "yuv420p", "-f", "rawvideo", raw])
         CLI.write("""

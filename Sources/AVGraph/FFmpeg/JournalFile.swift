@@ -34,9 +34,13 @@ public final class JournalFile: @unchecked Sendable {
     private static let exitLock = NSLock()
     nonisolated(unsafe) private static var temporaries: Set<String> = []
 
+    /// What one unit is called in messages (a fragment, a cluster, a packet).
+    let unit: String
+
     /// Creates (or empties) the file at `path`.
-    public init(path: String) throws {
+    public init(path: String, unit: String = "fragment") throws {
         self.path = path
+        self.unit = unit
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw MediaError("cannot write '\(path)': \(String(cString: strerror(errno)))") }
         let size: Int32 = 1 << 16
@@ -129,7 +133,7 @@ public final class JournalFile: @unchecked Sendable {
         case EIO: reason = "an I/O error (\(String(cString: strerror(code))))"
         default: reason = String(cString: strerror(code))
         }
-        let kept = safeEnd > 0 ? "cut back to its last complete fragment (\(safeEnd) bytes), which plays" : "nothing in it plays"
+        let kept = safeEnd > 0 ? "cut back to its last complete \(unit) (\(safeEnd) bytes), which plays" : "nothing that plays was written"
         failure = MediaError("cannot write '\(path)': \(reason); \(kept)")
     }
 

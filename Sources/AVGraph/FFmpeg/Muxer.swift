@@ -50,7 +50,9 @@ public final class Muxer {
         try AVFailure.check(avformat_alloc_output_context2(&ctx, nil, format, path), "preparing \(format) output")
         guard let ctx else { throw MediaError("cannot prepare \(format) output") }
         do {
-            let journal = try JournalFile(path: path)
+            // The unit each container's muxer completes in one call.
+            let unit = ["mp4": "fragment", "mov": "fragment", "matroska": "cluster"][format] ?? "packet"
+            let journal = try JournalFile(path: path, unit: unit)
             self.journal = journal
             ctx.pointee.pb = journal.io
             ctx.pointee.flags |= AVFMT_FLAG_CUSTOM_IO

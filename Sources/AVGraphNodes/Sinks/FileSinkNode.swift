@@ -225,7 +225,9 @@ public final class FileSinkNode: Node, @unchecked Sendable {
             return
         }
         done = true
-        // Left as recorded (fragmented, or cut back to its last whole fragment after a write failure).
-        if muxer.headerWritten { try? muxer.finish() } else { muxer.discard() }
+        // Left as recorded (fragmented, or cut back to its last whole fragment after a write
+        // failure); a file that a failure left empty is not a recording.
+        let empty = muxer.journal.map { $0.failure != nil && $0.safeEnd == 0 } ?? false
+        if muxer.headerWritten && !empty { try? muxer.finish() } else { muxer.discard() }
     }
 }
