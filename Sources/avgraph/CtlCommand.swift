@@ -103,7 +103,7 @@ struct CtlCommand: ParsableCommand {
     /// at the path first is refused, naming them, before the request is sent.
     func connectTo(_ path: String) throws -> Int32 {
         do { return try PrivateSocket.connect(path: path) } catch {
-            Terminal.err("error: cannot reach pipeline '\(pipeline)' at \(path): \(error)")
+            Terminal.err("error: cannot reach pipeline '\(pipeline)': \(error)")
             throw ExitCode(1)
         }
     }

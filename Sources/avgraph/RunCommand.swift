@@ -8,7 +8,8 @@ struct RunCommand: ParsableCommand {
         abstract: "Check a .pipe file, then run it.",
         discussion: """
         SIGINT/SIGTERM stop cleanly: encoders are flushed and files finalized.
-        Exit status: 0 clean end, 1 invalid file or runtime error (naming the node), 2 usage error.
+        Exit status: 0 a clean end with media recorded, 1 invalid file or runtime error (naming the node),
+        2 usage error, 3 the run ended but no sink got any media (e.g. no producer came).
         """
     )
 
@@ -21,6 +22,8 @@ struct RunCommand: ParsableCommand {
     var sets: [String] = []
 
     @OptionGroup var pluginOptions: PluginOptions
+
+    @OptionGroup var logging: LoggingOptions
 
     @Option(name: .long, help: "Write events to stdout, one JSON object a line.")
     var events: EventFormat?
@@ -69,12 +72,15 @@ struct RunCommand: ParsableCommand {
             Terminal.err("\(file): not run: fix the errors above (avgraph check \(file))")
             throw ExitCode(1)
         }
+        let reporter = StderrReporter(settings: try logging.settings(nodes: checked.nodes.map(\.name)), pipeline: checked)
         let log = EventLog(output: events == .json ? .json : .none)
+        reporter.attach(log)
         let mode: Bool? = realtime ? true : offline ? false : nil
         let run: PipelineRun
         do { run = try PipelineRun(checked, events: log, realtime: mode) } catch {
-            log.emit(.error(.init("\(error)")))
-            Terminal.err("error: \(error)")
+            let f = error as? PipelineRun.Failure
+            log.emit(.error(.init(f?.message ?? "\(error)")), node: f?.node)
+            log.flush()
             throw ExitCode(1)
         }
         var control: ControlServer?
@@ -83,17 +89,17 @@ struct RunCommand: ParsableCommand {
         } catch {
             // A `control:` path the file asks for is not silently dropped (it may name a file that is not a socket).
             if checked.settings.control != nil {
-                Terminal.err("error: \(error)")
+                reporter.say(.error, node: nil, "\(error)")
                 throw ExitCode(1)
             }
-            Terminal.err("warning: no control socket: \(error)")
+            reporter.say(.warning, node: nil, "no control socket: \(error)")
         }
         defer { control?.close() }
         run.statsInterval = statsInterval
         var metricsServer: MetricsServer?
         if let metrics, let address = MetricsServer.Address(metrics) {
             do { metricsServer = try MetricsServer(address, run: run) } catch {
-                Terminal.err("error: \(error)")
+                reporter.say(.error, node: nil, "\(error)")
                 throw ExitCode(1)
             }
             if Terminal.isTTY && events == nil { Terminal.err("metrics: \(address.url)") }
@@ -104,15 +110,11 @@ struct RunCommand: ParsableCommand {
         stopper.install()
         let status = StatusLine(pipeline: checked, enabled: Terminal.isTTY && events == nil)
         log.onEvent { [unowned run] in if case .stats(let s) = $0.kind { status.update(run, s, wall: $0.wall) } }
-        do {
-            try run.run()
-            status.finish()
-        } catch {
-            status.finish()
-            Terminal.err("error: \(error)")
-            throw ExitCode(1)
-        }
-        if !Terminal.isTTY || events != nil { return }
-        Terminal.err("done: \(checked.settings.name)")
+        var failure: Error?
+        do { try run.run() } catch { failure = error }
+        log.flush()
+        status.finish()
+        let code = reporter.finish(failed: failure)
+        if code != 0 { throw ExitCode(code) }
     }
 }

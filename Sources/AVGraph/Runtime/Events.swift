@@ -8,8 +8,10 @@ import Foundation
 // Adding an event kind (a small change in three places, checked by EventSchemaTests):
 //  1. a payload struct in EventKinds.swift (Codable, Sendable, `static let eventName = "..."`,
 //     snake_case JSON keys through CodingKeys);
-//  2. a case in `Event.Kind` below, one line in `payload` and one in `decoders`;
-//  3. a `$defs` entry and a line in the `oneOf` of docs/events.schema.json, and a row in docs/EVENTS.md.
+//  2. a case in `Event.Kind` below, one line in `payload` and one in `decoders`, and its
+//     `severity` and `text` in EventText.swift (the compiler points at each switch);
+//  3. a `$defs` entry, its name in `properties.event.enum` and an if/then line in `allOf` of
+//     docs/events.schema.json, and a row in docs/EVENTS.md; a sample in EventSchemaTests.testEverySwiftKindIsInTheSchema.
 // A node emits it with `out.event(.myKind(.init(...)))`; the runtime adds `node` and `wall`.
 // A plugin that needs its own event uses `.custom(Custom(name:mediaTime:values:))` instead.
 

@@ -53,6 +53,10 @@ public final class Outlet: @unchecked Sendable {
     /// Seconds of media the pipeline clock has advanced (realtime runs: wall time since start,
     /// less the time spent paused, so nodes that act on the clock stand still during a pause).
     public var clock: Double { run.mediaClock }
+    /// The clock a live source stamps its media on (realtime runs: wall seconds since the start).
+    /// The runtime then cuts the output timeline: what precedes the run's first media and the
+    /// paused spans are left out, the same for every source, so `clock` and emitted times agree.
+    public var sourceClock: Double { run.clock }
     public var events: EventLog { run.events }
 
     /// Sends `buffer` to every node connected to output `output`. Sources are paced by the clock
@@ -73,7 +77,7 @@ public final class Outlet: @unchecked Sendable {
                 reachedEnd = true
                 return
             }
-            if case .frame(let f) = buffer, f.emittedAt == nil { f.emittedAt = run.clock }
+            if case .frame(let f) = buffer, f.emittedAt == nil { f.emittedAt = run.mediaClock }
         }
         statsLock.lock()
         if watchingFirstEmission && firstEmissionAfterMark == nil { firstEmissionAfterMark = t }

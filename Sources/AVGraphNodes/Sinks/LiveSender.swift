@@ -121,6 +121,7 @@ final class LiveSender: @unchecked Sendable {
             cancel.cancel()
             exited.wait()
         }
+        exited.signal() // stays signalled: the thread has exited, for a later abort or finish
         dropAll()
     }
 
@@ -131,7 +132,7 @@ final class LiveSender: @unchecked Sendable {
         ending = true
         condition.broadcast()
         condition.unlock()
-        if started { exited.wait() }
+        if started { exited.wait(); exited.signal() }
         dropAll()
     }
 
