@@ -21,13 +21,15 @@ struct CheckCommand: ParsableCommand {
     var sets: [String] = []
 
     @OptionGroup var pluginOptions: PluginOptions
+    @OptionGroup var fileTrust: FilePluginTrust
 
     func validate() throws {
         if files.isEmpty { throw ValidationError("give at least one .pipe file") }
     }
 
     func run() throws {
-        let checker = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets))
+        var checker = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets))
+        checker.loadsFilePlugins = fileTrust.allowPlugins
         var anyInvalid = false
         var printer = DiagnosticPrinter()
         var reports: [[String: Any]] = []

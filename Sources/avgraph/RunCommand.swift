@@ -64,7 +64,9 @@ struct RunCommand: ParsableCommand {
     }
 
     func run() throws {
-        var checked = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets)).check(path: file)
+        var checker = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets))
+        checker.loadsFilePlugins = true  // running a file means trusting it; its plugins are checked for ownership and mode
+        var checked = checker.check(path: file)
         if let duration, let d = ValueSyntax.duration(duration) { checked.settings.duration = d }
         var printer = DiagnosticPrinter()
         for d in checked.diagnostics { Terminal.err(printer.render(d, path: file)) }

@@ -212,10 +212,30 @@ public final class EventLog: @unchecked Sendable {
     /// Seconds since the log was made (the run's start), to the millisecond.
     public var wall: Double { (Date().timeIntervalSince(started) * 1000).rounded() / 1000 }
 
+    /// Events handed over and not yet delivered: a consumer that stops reading (a stdout pipe
+    /// nobody drains) must not grow this without bound. Past the limit the debug kinds (`stats`,
+    /// `level`) are dropped and counted; warnings, errors and the rest always go through.
+    public static let pendingLimit = 10_000
+    private var pending = 0
+    public private(set) var droppedForBackpressure = 0
+
     /// Records `kind` (from `node`, if a node's) and hands it to the delivery queue.
     public func emit(_ kind: Event.Kind, node: String? = nil) {
         let event = Event(kind, node: node, wall: wall)
-        delivery.async { [self] in deliver(event) }
+        lock.lock()
+        if pending >= Self.pendingLimit && event.severity == .debug {
+            droppedForBackpressure += 1
+            lock.unlock()
+            return
+        }
+        pending += 1
+        lock.unlock()
+        delivery.async { [self] in
+            deliver(event)
+            lock.lock()
+            pending -= 1
+            lock.unlock()
+        }
     }
 
     /// Returns once every event emitted before the call has been delivered.

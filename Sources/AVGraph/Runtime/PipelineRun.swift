@@ -147,11 +147,16 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     /// Seconds since the run started.
     public var clock: Double { Date().timeIntervalSince(startWall) }
 
+    /// Woken by `stop`: a source waiting for its media time ends its wait at once.
+    private let wake = NSCondition()
+
     func waitUntil(mediaTime t: Double) {
+        wake.lock()
+        defer { wake.unlock() }
         while !isStopping {
             let wait = t - clock
             if wait <= 0 { return }
-            usleep(UInt32(min(wait, 0.05) * 1e6))
+            _ = wake.wait(until: Date(timeIntervalSinceNow: wait))
         }
     }
 
@@ -228,7 +233,13 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         stopping = true
         if first { stopReason = reason }
         stateLock.unlock()
-        if first { events.emit(.stopping(.init(reason: reason))) }
+        guard first else { return }
+        wake.lock()
+        wake.broadcast()
+        wake.unlock()
+        // Producers blocked on a full lane look at `isStopping` again.
+        for r in runners { r.inbox.wake() }
+        events.emit(.stopping(.init(reason: reason)))
     }
 
     func fail(_ node: String, _ error: Error) {

@@ -36,7 +36,9 @@ public final class LivePipeline: @unchecked Sendable {
             guard let o = OptionOverride(parsing: text) else { throw MediaError("override '\(text)' is not NODE.OPTION=VALUE") }
             return o
         }
-        let checked = Checker(registry: registry, overrides: parsed).check(path: path)
+        var checker = Checker(registry: registry, overrides: parsed)
+        checker.loadsFilePlugins = true  // the app runs the file it ships, plugins included
+        let checked = checker.check(path: path)
         guard checked.isValid else { throw Invalid(diagnostics: checked.diagnostics) }
         pipeline = checked
         self.events = events
