@@ -1,6 +1,6 @@
 import AVGraph
 
-/// Live network sinks.
+/// Live network sinks and sources.
 enum LiveNodeSet {
-    static var all: [any Node.Type] { [RtmpNode.self, SrtNode.self] }
+    static var all: [any Node.Type] { [RtmpNode.self, SrtNode.self, RtmpSourceNode.self, SrtSourceNode.self] }
 }

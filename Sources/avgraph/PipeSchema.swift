@@ -152,6 +152,12 @@ enum PipeSchema {
                 "backoff": ["anyOf": [numeric(0, 1e9), text("^\\s*(\(number))\\s*(us|ms|s|m|h)?\\s*(\\.\\.\\s*(\(number))\\s*(us|ms|s|m|h)?\\s*)?$")]],
             ] as [String: Any]]
         case .region: return text("^\\s*[0-9]+\\s*,\\s*[0-9]+\\s*,\\s*[0-9]+[xX][0-9]+\\s*$")
+        case .upload:
+            return ["type": "object", "additionalProperties": false, "required": ["url"], "properties": [
+                "url": text("^https?://"), "method": ["enum": ["PUT", "POST", "put", "post"]],
+                "headers": ["type": "object", "additionalProperties": ["type": ["string", "number"]]],
+                "attempts": ["type": "integer", "minimum": 1, "maximum": 100], "ca": ["type": "string", "minLength": 1],
+            ] as [String: Any]]
         }
     }
 

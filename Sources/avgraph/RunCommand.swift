@@ -37,6 +37,12 @@ struct RunCommand: ParsableCommand {
     @Flag(name: .long, help: "Run as fast as possible.")
     var offline = false
 
+    @Option(name: .long, help: "Name this run (events, default control socket), instead of the file's 'pipeline': many runs of one .pipe side by side.")
+    var name: String?
+
+    @Option(name: .long, help: "Control socket path, instead of the file's 'control' (or the default for the name).")
+    var control: String?
+
     @Option(name: .long, help: "Seconds between stats (status line, stats events, live rates), e.g. 0.5.")
     var statsInterval: Double = 1
 
@@ -68,6 +74,8 @@ struct RunCommand: ParsableCommand {
         checker.loadsFilePlugins = true  // running a file means trusting it; its plugins are checked for ownership and mode
         var checked = checker.check(path: file)
         if let duration, let d = ValueSyntax.duration(duration) { checked.settings.duration = d }
+        if let name { checked.settings.name = name }
+        if let control { checked.settings.control = control }
         var printer = DiagnosticPrinter()
         for d in checked.diagnostics { Terminal.err(printer.render(d, path: file)) }
         guard checked.isValid else {
@@ -81,7 +89,7 @@ struct RunCommand: ParsableCommand {
         let run: PipelineRun
         do { run = try PipelineRun(checked, events: log, realtime: mode) } catch {
             let f = error as? PipelineRun.Failure
-            log.emit(.error(.init(f?.message ?? "\(error)")), node: f?.node)
+            log.emit(.error(.init(Redaction.text(f?.message ?? "\(error)"))), node: f?.node)
             log.flush()
             throw ExitCode(1)
         }

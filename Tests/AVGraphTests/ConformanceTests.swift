@@ -60,8 +60,15 @@ final class ConformanceTests: XCTestCase {
             "null": .init(t("null"), inputs: [raw, app]),
             "file sink": .init(registry.resolve("file", hasInputs: true)!, options: "path: \(dir)/out.mp4, overwrite: true", inputs: [v, a]),
             "clips": .init(t("clips"), inputs: [v, a]),
-            "rtmp": .init(t("rtmp"), options: "url: rtmp://127.0.0.1:\(nowhere)/live/x, \(unreachable)", inputs: [v, a], finishMayThrow: true),
-            "srt": .init(t("srt"), options: "url: srt://127.0.0.1:\(nowhere), \(unreachable)", inputs: [v, a], finishMayThrow: true),
+            "rtmp sink": .init(registry.resolve("rtmp", hasInputs: true)!, options: "url: rtmp://127.0.0.1:\(nowhere)/live/x, \(unreachable)",
+                               inputs: [v, a], finishMayThrow: true),
+            "srt sink": .init(registry.resolve("srt", hasInputs: true)!, options: "url: srt://127.0.0.1:\(nowhere), \(unreachable)",
+                              inputs: [v, a], finishMayThrow: true),
+            // Listening with nobody publishing: they wait, emit nothing, and stop when asked.
+            "rtmp source": .init(registry.resolve("rtmp", hasInputs: false)!, options: "url: rtmp://127.0.0.1:\(try LoopbackPort.free())/live/x, listen: true",
+                                 produceLimit: 10, expectsOutput: false),
+            "srt source": .init(registry.resolve("srt", hasInputs: false)!, options: "url: srt://127.0.0.1:\(try LoopbackPort.free()), listen: true",
+                                produceLimit: 10, expectsOutput: false),
         ]
         if let display { c["screen"] = .init(t("screen"), options: "display: \"\(display)\", region: \"0,0,320x240\", duration: 1s", realtime: true, countTolerance: 0.1) }
         return c

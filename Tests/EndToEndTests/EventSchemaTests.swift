@@ -107,6 +107,10 @@ final class EventSchemaTests: XCTestCase {
             Event(.reconnected(.init(url: "rtmp://h/a", attempts: 2, after: 1.5)), node: "live"),
             Event(.disconnected(.init(url: "rtmp://h/a", reason: "EOF")), node: "live"),
             Event(.null(.init(inputs: ["a"], counts: [1], bytes: [2])), node: "sink"),
+            Event(.publisher(.init(state: .disconnected, session: 1, peer: "127.0.0.1:5000", url: "rtmp://h/live/***",
+                                   reason: "ended", seconds: 8, packets: 600)), node: "src"),
+            Event(.idle(.init(seconds: 3, url: "rtmp://h/live/***")), node: "src"),
+            Event(.uploaded(.init(path: "/tmp/a.mp4", url: "https://h/a.mp4", status: 201, bytes: 10, attempts: 1, seconds: 0.5)), node: "out"),
             Event(.custom(.init("ducking", mediaTime: 1, ["on": .bool(true)])), node: "duck"),
         ]
         XCTAssertEqual(samples.map(\.kind.name).sorted(), Event.Kind.names, "a sample for every kind")

@@ -211,7 +211,7 @@ print(json.dumps({"status": status, "content_type": ctype, "types": types, "samp
         """, to: dir + "/status.pipe")
         let command = "\(CLI.binary) run \(dir)/status.pipe --stats-interval 0.25"
         let typescript = String(decoding: try CLI.capture(["script", "-qec", command, "/dev/null"]), as: UTF8.self)
-        // The reporter's own lines (`avgraph: ...`) clear the status line the same way.
+        // The reporter's own lines (warnings, the final summary) also start by clearing the status line.
         let lines = typescript.components(separatedBy: "\r\u{1B}[K").dropFirst().map { $0.components(separatedBy: "\n")[0] }
             .filter { !$0.hasPrefix("avgraph:") }
         // 3 s of realtime media at 4 lines a second: at least 8 however slow the machine (wall >= media).

@@ -28,6 +28,8 @@ public indirect enum OptionType: Sendable {
     case retry
     /// A rectangle of a screen, `x,y,WxH` (the `screen` source's `region`).
     case region
+    /// Where to send a finished file: `{url: https://..., method: PUT, headers: {...}, attempts: 3}`.
+    case upload
 
     public var name: String {
         switch self {
@@ -51,6 +53,7 @@ public indirect enum OptionType: Sendable {
         case .perInput(let t): return "map input -> \(t.name)"
         case .retry: return "{attempts: N, backoff: MIN..MAX}"
         case .region: return "x,y,WxH"
+        case .upload: return "{url: URL, method: PUT|POST, headers: {NAME: VALUE}, attempts: N, ca: FILE}"
         }
     }
 

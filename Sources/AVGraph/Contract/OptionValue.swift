@@ -20,6 +20,7 @@ public indirect enum OptionValue: Sendable, Equatable {
     case retry(attempts: Int, first: Double, longest: Double)
     /// A rectangle of a screen: top-left corner and size.
     case region(x: Int, y: Int, width: Int, height: Int)
+    case upload(UploadTarget)
 }
 
 public struct OrientationChange: Sendable, Equatable {
@@ -169,6 +170,8 @@ extension OptionType {
             }
         case .retry:
             return try Self.parseRetry(value)
+        case .upload:
+            return .upload(try UploadTarget.parse(value))
         case .region:
             let s = try scalar()
             guard let r = ValueSyntax.region(s) else { throw bad(s) }
@@ -340,6 +343,7 @@ extension OptionValue {
         case .perInput(let m): return m.keys.sorted().map { "\($0)=\(m[$0]!.text)" }.joined(separator: ",")
         case .retry(let a, let f, let l): return "{attempts: \(a), backoff: \(f)s..\(l)s}"
         case .region(let x, let y, let w, let h): return "\(x),\(y),\(w)x\(h)"
+        case .upload(let u): return "{url: \(u.shownURL), method: \(u.method), attempts: \(u.attempts)}"
         }
     }
 }

@@ -4,8 +4,11 @@ import CFFmpeg
 public final class Demuxer {
     public let context: UnsafeMutablePointer<AVFormatContext>
     public let path: String
+    /// Retained here: libavformat only holds a raw pointer to it (network inputs).
+    private let cancel: CancelFlag?
 
     public init(path: String) throws {
+        cancel = nil
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         let opened = avformat_open_input(&ctx, path, nil, nil)
         guard opened >= 0, let ctx else {
@@ -14,12 +17,39 @@ public final class Demuxer {
         context = ctx
         self.path = path
         // Containers without a global header (ts, flv) only know sizes and rates after a few packets.
+        // Fully initialised: on a throw from here deinit closes the input (closing it here too was a double free).
         let probed = avformat_find_stream_info(ctx, nil)
-        if probed < 0 {
-            var c: UnsafeMutablePointer<AVFormatContext>? = ctx
-            avformat_close_input(&c)
-            throw MediaError("cannot read the streams of '\(path)': \(AVFailure.message(probed))")
+        if probed < 0 { throw MediaError("cannot read the streams of '\(path)': \(AVFailure.message(probed))") }
+    }
+
+    /// A network input (`rtmp://`, `srt://`, or any URL libavformat reads): `options` go to the
+    /// protocol and demuxer (e.g. `listen`, `rw_timeout`); every blocking call (waiting for a
+    /// publisher, a stalled read) returns once `cancel` is set. `redacted` names it in errors.
+    public init(url: String, format: String? = nil, options: [String: String], cancel: CancelFlag, redacted: String,
+                analyzeSeconds: Double = 1) throws {
+        self.cancel = cancel
+        guard let ctx = avformat_alloc_context() else { throw MediaError("out of memory (avformat_alloc_context)") }
+        ctx.pointee.interrupt_callback.callback = { opaque in
+            guard let opaque else { return 0 }
+            return Unmanaged<CancelFlag>.fromOpaque(opaque).takeUnretainedValue().isCancelled ? 1 : 0
         }
+        ctx.pointee.interrupt_callback.opaque = Unmanaged.passUnretained(cancel).toOpaque()
+        // A live stream's first second tells its codecs; waiting the default 5 s only delays the start.
+        ctx.pointee.max_analyze_duration = Int64(analyzeSeconds * 1e6)
+        // Nor wait for 20 pictures to guess a frame rate the caller does not use.
+        ctx.pointee.fps_probe_size = 0
+        var dict: OpaquePointer?
+        for (k, v) in options { av_dict_set(&dict, k, v, 0) }
+        defer { av_dict_free(&dict) }
+        var opened: UnsafeMutablePointer<AVFormatContext>? = ctx
+        let r = avformat_open_input(&opened, url, format.flatMap { av_find_input_format($0) }, &dict)
+        // On failure libavformat has freed the context.
+        guard r >= 0, let opened else { throw MediaError("cannot open \(redacted): \(AVFailure.message(r))") }
+        context = opened
+        path = redacted
+        // Fully initialised: on a throw from here deinit closes the input.
+        let probed = avformat_find_stream_info(opened, nil)
+        if probed < 0 { throw MediaError("cannot read the streams of \(redacted): \(AVFailure.message(probed))") }
     }
 
     deinit {

@@ -15,7 +15,7 @@ extension Event {
         case .warning: .warning
         case .stats, .level: .debug
         case .start, .control, .paused, .resumed, .stopping, .eos, .applied, .latency, .listening, .producer,
-             .dropped, .reconnecting, .reconnected, .disconnected, .null, .custom: .info
+             .dropped, .reconnecting, .reconnected, .disconnected, .null, .publisher, .idle, .uploaded, .custom: .info
         }
     }
 
@@ -42,6 +42,11 @@ extension Event {
         case .reconnected(let p): return "reconnected to \(p.url) after \(s(p.after))"
         case .disconnected(let p): return "lost \(p.url): \(p.reason)"
         case .null(let p): return zip(p.inputs, p.counts).map { "\($0): \($1)" }.joined(separator: ", ")
+        case .publisher(let p):
+            return p.state == .connected ? "publisher \(p.peer) connected (session \(p.session))"
+                : "publisher \(p.peer) gone (session \(p.session))\(p.reason.map { ": " + $0 } ?? "")"
+        case .idle(let p): return "no publisher on \(p.url) for \(s(p.seconds)): ending"
+        case .uploaded(let p): return "uploaded \(p.path) to \(p.url): HTTP \(p.status), \(p.bytes) bytes, attempt \(p.attempts)"
         case .custom(let p):
             let values = p.values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.text)" }.joined(separator: " ")
             return "\(p.name)\(p.mediaTime.map { " at " + s($0) } ?? "")\(values.isEmpty ? "" : ": " + values)"

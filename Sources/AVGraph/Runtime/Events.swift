@@ -49,6 +49,9 @@ public struct Event: Sendable, Codable {
         case reconnected(Reconnected)
         case disconnected(Disconnected)
         case null(NullCounts)
+        case publisher(Publisher)
+        case idle(Idle)
+        case uploaded(Uploaded)
         case custom(Custom)
 
         /// The payload, for encoding and the `event` name.
@@ -73,6 +76,9 @@ public struct Event: Sendable, Codable {
             case .reconnected(let p): p
             case .disconnected(let p): p
             case .null(let p): p
+            case .publisher(let p): p
+            case .idle(let p): p
+            case .uploaded(let p): p
             case .custom(let p): p
             }
         }
@@ -101,6 +107,9 @@ public struct Event: Sendable, Codable {
             Reconnected.eventName: { .reconnected(try Reconnected(from: $0)) },
             Disconnected.eventName: { .disconnected(try Disconnected(from: $0)) },
             NullCounts.eventName: { .null(try NullCounts(from: $0)) },
+            Publisher.eventName: { .publisher(try Publisher(from: $0)) },
+            Idle.eventName: { .idle(try Idle(from: $0)) },
+            Uploaded.eventName: { .uploaded(try Uploaded(from: $0)) },
             Custom.eventName: { .custom(try Custom(from: $0)) },
         ]
 

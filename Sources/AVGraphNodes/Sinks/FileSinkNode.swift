@@ -24,7 +24,9 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     static let fragmented = Setting.bool("fragmented", default: false,
         doc: "mp4/mov: leave the file fragmented as recorded (fragments of <= 1 s) instead of rewriting it as a regular MP4 at a clean end; either way it is recorded fragmented, so it plays after a crash")
     static let overwrite = Setting.bool("overwrite", default: false, doc: "replace an existing file instead of refusing to run")
-    public static let options = [path.spec, faststart.spec, fragmented.spec, overwrite.spec]
+    static let upload = Setting<UploadTarget?>.upload("upload",
+        doc: "after the file is finalized, send it with one HTTP request (body streamed from disk), retried with backoff; event `uploaded`; a failed upload keeps the file and fails the run; https checks the server's certificate (system authorities, or `ca`: a PEM file)")
+    public static let options = [path.spec, faststart.spec, fragmented.spec, overwrite.spec, upload.spec]
 
     static var extensionsText: String { Muxer.containers.map { ".\($0.ext)" }.joined(separator: ", ") }
 
@@ -58,6 +60,12 @@ public final class FileSinkNode: Node, @unchecked Sendable {
                                        hint: fits.isEmpty ? nil : "write it to \(fits.joined(separator: " or ")) instead")
             }
         }
+        if let ca = n[Self.upload]?.caFile {
+            let file = PathResolver.resolve(ca, relativeTo: n.baseDirectory)
+            if !FileManager.default.isReadableFile(atPath: file) {
+                throw NegotiationError("upload ca file not found: '\(ca)'", option: "upload", hint: "looked for \(file); paths are relative to the .pipe file")
+            }
+        }
         if container == "flv" {
             for kind in [MediaKind.encodedVideo, .encodedAudio] where n.inputs.filter({ $0.format.kind == kind }).count > 1 {
                 throw NegotiationError("an .flv file holds one video and one audio stream; got several \(kind) inputs",
@@ -79,6 +87,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     private var pending: [(input: Int, packet: Packet)] = []
     private var done = false
     private let inputNames: [String]
+    private let upload: UploadTarget?
 
     public init(_ setup: NodeSetup) throws {
         let path = setup.path(Self.path) ?? ""
@@ -101,6 +110,11 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         firstStream = Array(repeating: nil, count: setup.inputs.count)
         ended = Array(repeating: false, count: setup.inputs.count)
         inputNames = setup.inputs.map(\.from)
+        upload = setup[Self.upload].map { u in
+            var u = u
+            u.caFile = u.caFile.map { PathResolver.resolve($0, relativeTo: setup.baseDirectory) }
+            return u
+        }
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
@@ -171,6 +185,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         try muxer.finish()
         if isMP4 && !fragmented { try rewriteRegular() }
         finalized(out)
+        if let upload { try Upload(target: upload).send(muxer.path, out) }
     }
 
     /// The clean end of an MP4: the fragments become a regular file, index in front (faststart)

@@ -11,14 +11,31 @@ public final class FileSourceNode: Node, @unchecked Sendable {
         PadSpec("video", [.rawVideo], doc: "decoded pictures, tagged with the file's rotation; no frames when the file has no video"),
         PadSpec("audio", [.rawAudio], doc: "decoded audio; nothing when the file has no audio"),
     ]
-    static let path = Setting.path("path", mustExist: true, required: true, doc: "the media file, relative to the .pipe file")
+    static let path = Setting.path("path", mustExist: false, required: true,
+        doc: "the media file, relative to the .pipe file; `-` reads a stream from standard input (MPEG-TS, MKV, FLV: not a non-fragmented MP4), a URL (http://, https://, rtmp://...) reads it from the network")
     static let loop = Setting.loop("loop", doc: "false plays once, true forever, a number that many times; each play continues the timestamps of the last")
     public static let options = [path.spec, loop.spec]
 
+    /// What libavformat opens: `-` is standard input, a URL stays as written, a path is resolved.
+    static func input(_ raw: String?, resolved: String?) -> String? {
+        guard let raw else { return nil }
+        if raw == "-" { return "pipe:0" }
+        if raw.contains("://") { return raw }
+        return resolved
+    }
+
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let path = n.path(Self.path) else { throw NegotiationError("needs a path", option: "path") }
+        guard let path = input(n[Self.path], resolved: n.path(Self.path)) else { throw NegotiationError("needs a path", option: "path") }
+        let isFile = !path.contains(":")
+        if isFile && !FileManager.default.isReadableFile(atPath: path) {
+            throw NegotiationError("file not found or not readable: '\(n[Self.path] ?? "")'", option: "path",
+                                   hint: "looked for \(path); paths are relative to the .pipe file")
+        }
+        if path == "pipe:0" && n[Self.loop] != 1 {
+            throw NegotiationError("standard input can be read once: it cannot loop", option: "loop")
+        }
         do {
-            let probe = try FileProbe(path: path)
+            let probe = try FileProbe.opened(path)
             if probe.video == nil && probe.audio == nil {
                 throw NegotiationError("'\(path)' has neither video nor audio", option: "path")
             }
@@ -64,10 +81,10 @@ public final class FileSourceNode: Node, @unchecked Sendable {
     }
 
     public init(_ setup: NodeSetup) throws {
-        path = setup.path(Self.path) ?? ""
+        path = Self.input(setup[Self.path], resolved: setup.path(Self.path)) ?? ""
         playsLeft = setup[Self.loop]
         endTime = setup.duration
-        probe = try FileProbe(path: path)
+        probe = try FileProbe.opened(path)
         try openTracks()
     }
 
@@ -153,6 +170,20 @@ public final class FileSourceNode: Node, @unchecked Sendable {
 
 /// What `check` and the source learn from opening a file.
 struct FileProbe {
+    /// Standard input is read once: the probe `check` made is the one the source reads from.
+    nonisolated(unsafe) private static var stdin: FileProbe?
+    private static let stdinLock = NSLock()
+
+    static func opened(_ path: String) throws -> FileProbe {
+        guard path == "pipe:0" else { return try FileProbe(path: path) }
+        stdinLock.lock()
+        defer { stdinLock.unlock() }
+        if let p = stdin { return p }
+        let p = try FileProbe(path: path)
+        stdin = p
+        return p
+    }
+
     let demuxer: Demuxer
     let video: Int?
     let audio: Int?
@@ -194,8 +225,13 @@ struct FileProbe {
     /// The EXIF orientation of a stream's display matrix (a phone's "rotate" tag).
     static func orientation(of stream: UnsafeMutablePointer<AVStream>) -> Orientation {
         guard let data = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, nil) else { return .up }
+        return orientation(matrix: UnsafeRawPointer(data))
+    }
+
+    /// The EXIF orientation of a 3x3 display matrix (stream side data, or a picture's own).
+    static func orientation(matrix data: UnsafeRawPointer) -> Orientation {
         var m = [Int32](repeating: 0, count: 9)
-        data.withMemoryRebound(to: Int32.self, capacity: 9) { p in for i in 0..<9 { m[i] = p[i] } }
+        for i in 0..<9 { m[i] = data.loadUnaligned(fromByteOffset: 4 * i, as: Int32.self) }
         // A negative determinant is a mirror; undo it (flip the first column) to read the rotation.
         let mirrored = Int64(m[0]) * Int64(m[4]) - Int64(m[1]) * Int64(m[3]) < 0
         if mirrored { m[0] = -m[0]; m[3] = -m[3]; m[6] = -m[6] }

@@ -1,0 +1,43 @@
+import AVGraph
+import Foundation
+
+/// `srt` as a source (no `in:`): MPEG-TS over SRT, avgraph as the listener a phone calls
+/// (`listen: true`) or calling a listener (`listen: false`). Same outputs, clock, reconnect,
+/// `idle` and events as the `rtmp` source.
+public final class SrtSourceNode: Node, LiveSource, @unchecked Sendable {
+    public static let typeName = "srt"
+    public static let summary = "receives a live MPEG-TS stream over SRT (as the listener, or calling one) and decodes it"
+    public static let outputs = NetworkSourceOptions.outputs
+    static let url = Setting<String?>.string("url", required: true,
+        doc: "srt://HOST:PORT: with listen, where to accept the caller (0.0.0.0 for every interface); without, the listener to call")
+    static let passphrase = Setting<String?>.string("passphrase", doc: "encrypt with this passphrase (10 to 79 characters); the peer needs the same")
+    static let latency = Setting.duration("latency", 0.02...10, default: "120ms",
+        doc: "SRT's receive latency: how long lost packets may be retransmitted before they count as lost")
+    public static let options = [url.spec] + NetworkSourceOptions.common() + [passphrase.spec, latency.spec]
+
+    public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
+        let url = n[Self.url] ?? ""
+        guard url.hasPrefix("srt://") else {
+            throw NegotiationError("'\(NetworkSourceOptions.redacted(url))' is not an SRT address", option: "url", hint: "write it like srt://0.0.0.0:9000")
+        }
+        if let p = n[Self.passphrase], !(10...79).contains(p.count) {
+            throw NegotiationError("the passphrase must be 10 to 79 characters, not \(p.count)", option: "passphrase")
+        }
+        return try NetworkSourceOptions.negotiate(n)
+    }
+
+    private let core: NetworkSourceCore
+
+    public init(_ setup: NodeSetup) throws {
+        let listen = setup[NetworkSourceOptions.listen]
+        // libsrt's options in FFmpeg 5.1: latency in microseconds; mode listener or caller.
+        var options = ["mode": listen ? "listener" : "caller", "latency": String(Int64(setup[Self.latency] * 1e6))]
+        if let p = setup[Self.passphrase] { options["passphrase"] = p }
+        core = NetworkSourceCore(setup, input: NetworkInput(url: setup[Self.url] ?? "", format: "mpegts", options: options, listen: listen,
+                                                            timeout: setup[NetworkSourceOptions.timeout], tcpPort: nil))
+    }
+
+    public func produce(_ out: Outlet) throws -> Bool { try core.produce(out) }
+    public func finish(_ out: Outlet) throws { try core.finish(out) }
+    public func abort() { core.abort() }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import XCTest
+
+/// scripts/ingest-server: nginx-rtmp in front, one avgraph per published stream.
+final class IngestServerTests: XCTestCase {
+    override func setUpWithError() throws {
+        try XCTSkipUnless(NginxRtmp.isAvailable, "nginx with libnginx-mod-rtmp is not installed (scripts/setup installs it)")
+    }
+
+    /// Three phones publish at once; Ctrl-C comes while they still publish (after 10.5 s):
+    /// three 1280x720 recordings of at least 8.5 s, finalized, and no nginx or avgraph left.
+    func testThreePublishersGetThreeRecordingsAndCtrlCLeavesNoProcess() throws {
+        let dir = CLI.scratch()
+        let out = dir + "/recordings"
+        let clip = dir + "/phone.mp4"
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=720x1280:r=30:d=14",
+                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=14", "-c:v", "libx264", "-preset", "veryfast", "-g", "30",
+                           "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", clip])
+        let port = try LoopbackPort.free()
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: CLI.packageRoot + "/scripts/ingest-server")
+        server.arguments = ["--port", String(port), "--host", "127.0.0.1", "--out", out, "--avgraph", CLI.binary]
+        FileManager.default.createFile(atPath: dir + "/server.log", contents: nil)
+        let log = FileHandle(forWritingAtPath: dir + "/server.log")
+        server.standardError = log
+        server.standardOutput = log
+        try server.run()
+        addTeardownBlock { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        let end = Date().addingTimeInterval(20)
+        while Date() < end && !LoopbackPort.accepts(port) { usleep(50_000) }
+        XCTAssertTrue(LoopbackPort.accepts(port), "nginx listens")
+
+        let names = ["alice", "bob", "carol"]
+        let publishers = try names.map { name -> Process in
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            p.arguments = ["ffmpeg", "-v", "error", "-nostdin", "-re", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/\(name)"]
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            return p
+        }
+        usleep(10_500_000)
+        kill(server.processIdentifier, SIGINT)
+        let stopBy = Date().addingTimeInterval(60)
+        while server.isRunning && Date() < stopBy { usleep(50_000) }
+        XCTAssertFalse(server.isRunning, "ingest-server stopped on SIGINT")
+        for p in publishers { p.waitUntilExit() }
+        let said = (try? String(contentsOfFile: dir + "/server.log", encoding: .utf8)) ?? ""
+
+        let left = (try? CLI.shell(["pgrep", "-f", out])) ?? ""
+        XCTAssertEqual(left.trimmingCharacters(in: .whitespacesAndNewlines), "", "processes left: \(left)")
+        for name in names {
+            let file = out + "/\(name).mp4"
+            let probe = try CLI.probe(file)
+            let v = try XCTUnwrap(CLI.stream(probe, "video"), "\(name): no video in the recording; \(said)")
+            XCTAssertEqual(v["width"] as? Int, 1280, name)
+            XCTAssertEqual(v["height"] as? Int, 720, name)
+            XCTAssertEqual(CLI.stream(probe, "audio")?["codec_name"] as? String, "aac", name)
+            let times = try CLI.videoFrameTimes(file)
+            let seconds = (times.last ?? 0) - (times.first ?? 0) + 1.0 / 30
+            XCTAssertGreaterThanOrEqual(seconds, 8.5, "\(name): seconds recorded")
+            let events = try String(contentsOfFile: out + "/.ingest/\(name).events", encoding: .utf8)
+            XCTAssertTrue(events.contains("\"pipeline\":\"ingest-\(name)\""), "the run is named after the stream")
+        }
+    }
+}
