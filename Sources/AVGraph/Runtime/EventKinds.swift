@@ -38,7 +38,7 @@ extension Event {
         public init(video: Int, audio: Int) { self.video = video; self.audio = audio }
     }
 
-    /// About once a second: per node queues, emitted counts and drops; memory.
+    /// Every stats interval (`run --stats-interval`, 1 s by default): per node queues, emitted counts and drops; memory.
     public struct Stats: EventPayload {
         public static let eventName = "stats"
         public struct NodeStats: Codable, Sendable {
