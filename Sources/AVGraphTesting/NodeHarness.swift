@@ -75,6 +75,8 @@ public final class NodeHarness: @unchecked Sendable {
     public func endInput(_ input: Int = 0) throws { try embedded.inputEnded(input) }
     public func tick(at clock: Double) throws { try embedded.tick(at: clock) }
     public func finish() throws { try embedded.finish() }
+    /// What the runtime calls on the other nodes when one fails: let go of everything, do not flush.
+    public func abort() { embedded.abort() }
     /// A live change as the runtime makes it: checked against the declaration, taken by the node
     /// now, announced as `applied` with the media time of the next buffer it emits.
     public func set(_ option: String, _ value: OptionValue) throws { try embedded.set(option, value) }
@@ -132,13 +134,17 @@ public final class NodeHarness: @unchecked Sendable {
         try finish()
     }
 
-    /// The events the node emitted with this name, as decoded JSON objects.
+    /// The events the node emitted with this name (a `custom` event's own name too), as decoded JSON objects.
     public func events(named name: String) -> [[String: Any]] {
         eventLines.compactMap { line in
             guard let o = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else { return nil }
-            return (o["event"] as? String) == name ? o : nil
+            let event = o["event"] as? String
+            return event == name || (event == Event.Custom.eventName && o["name"] as? String == name) ? o : nil
         }
     }
+
+    /// Every event the node emitted, typed.
+    public var emittedEvents: [Event] { eventLines.compactMap { try? Event.decode(line: $0) } }
     public func emittedPackets(_ output: Int = 0) -> [Packet] { emitted(output).compactMap(\.packet) }
 
 }

@@ -9,11 +9,13 @@ struct AVGraphCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "avgraph",
         abstract: "Run audio/video pipelines described as a graph of nodes in a .pipe file.",
+        version: AVGraphVersion.long,
         subcommands: [RunCommand.self, CheckCommand.self, InspectCommand.self, CtlCommand.self, FeedCommand.self]
     )
 
     /// ArgumentParser exits 64 on usage errors; docs/PIPE-FORMAT.md promises 2.
     static func main() {
+        ProcessSignals.prepareStandardStreams()
         if ProcessInfo.processInfo.environment["AVGRAPH_FFMPEG_LOG"] == nil { FFmpegLog.errorsOnly() } else { FFmpegLog.verbose() }
         // The live budget (50 MB for a phone's broadcast extension) counts resident pages: keep
         // x264's buffers on ordinary pages, resident only where touched.
@@ -47,5 +49,5 @@ func parseOverrides(_ sets: [String]) throws -> [OptionOverride] {
 
 enum Terminal {
     static let isTTY = isatty(STDERR_FILENO) != 0
-    static func err(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+    static func err(_ s: String) { StandardStreams.write(s + "\n", to: STDERR_FILENO) }
 }

@@ -10,11 +10,14 @@ struct FeedCommand: ParsableCommand {
         Decodes MEDIAFILE and sends its video as portrait NV12 screen buffers with an orientation tag
         and its audio as app audio (s16 stereo 48 kHz), paced in realtime, in the framing of
         docs/INGEST.md; exits at the file's end (after an 'end' message unless --no-end).
-        Example: avgraph feed /tmp/phone.sock clip.mp4 --orientation 0s:up,5s:left --stall 3s:2s --mic-delay 3s
+        SOURCE is a socket path (with a '/'), or PIPELINE.NODE, or PIPELINE when that pipeline has one
+        socket source: its default socket in the private runtime folder. A socket owned by another
+        user is refused.
+        Example: avgraph feed phone-socket clip.mp4 --orientation 0s:up,5s:left --stall 3s:2s --mic-delay 3s
         """
     )
 
-    @Argument(help: "The socket source's path.")
+    @Argument(help: "The socket source: a path, PIPELINE.NODE or PIPELINE.")
     var socket: String
 
     @Argument(help: "The media file to play.")
@@ -82,7 +85,9 @@ struct FeedCommand: ParsableCommand {
 
     func run() throws {
         do {
-            try PhoneFeed(try options()).run()
+            var o = try options()
+            o.socket = try FeedTarget.path(socket, wait: o.connectTimeout)
+            try PhoneFeed(o).run()
         } catch {
             Terminal.err("error: \(error)")
             throw ExitCode(1)

@@ -172,7 +172,7 @@ public final class DuckerNode: Node, @unchecked Sendable {
                 on = speaking(at: t)
                 if on != ducking {
                     ducking = on
-                    out.event("ducking", ["on": on, "media_time": t])
+                    out.event(.custom(.init("ducking", mediaTime: t, ["on": .bool(on)])))
                 }
             }
             let target = on ? -depth : 0

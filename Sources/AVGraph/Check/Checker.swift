@@ -227,6 +227,7 @@ private struct Pass {
         }
         var node = CheckedNode(name: name, type: type, location: e.keyLocation, typeLocation: typeEntry.value.location,
                                options: OptionValues(), optionLocations: [:], inputs: [], inLocation: nil, outputs: [], queue: nil)
+        node.origin = registry.origin(of: typeName) ?? "built-in"
         var optionsOK = true
         for entry in body where entry.key != "type" {
             switch entry.key {

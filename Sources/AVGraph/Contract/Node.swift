@@ -73,6 +73,8 @@ public struct NodeSetup: Sendable {
     /// their orientation tag still to apply (`orient` then leaves the turn to a `resize`, which
     /// turns the small scaled picture instead of the full one).
     public var consumersStandUpright: [Bool] = []
+    /// The running pipeline's name (a `socket` source names its default socket after it); empty in a harness.
+    public var pipelineName = ""
 
     public init(name: String, options: OptionValues, inputs: [Negotiation.Input], outputs: [StreamFormat], baseDirectory: String,
                 realtime: Bool, duration: Double?, consumersStandUpright: [Bool] = []) {

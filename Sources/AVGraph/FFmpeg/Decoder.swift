@@ -53,6 +53,8 @@ public final class Decoder {
         var f: UnsafeMutablePointer<AVFrame>? = frame
         av_frame_free(&f)
         if r == avg_error_eagain() || r == avg_error_eof() { return nil }
+        // A frame the decoder gave up on (damaged data, seen late with frame threads) is skipped too.
+        if r != avg_averror(ENOMEM) { damagedPackets += 1; return nil }
         throw AVFailure(r, "decoding")
     }
 

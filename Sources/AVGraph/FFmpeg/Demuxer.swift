@@ -43,12 +43,26 @@ public final class Demuxer {
         return t == avg_nopts() ? 0 : t
     }
 
+    /// Stretches of the file the demuxer could not make a packet of (and skipped).
+    public private(set) var damagedPackets = 0
+
     /// Reads the next packet into `packet` (which it unrefs first); false at the end of the file.
+    /// Damaged data is skipped and counted, as players do; a file that is nothing but damage
+    /// (a thousand failures in a row) is an error.
     public func read(into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool {
-        av_packet_unref(packet)
-        let r = av_read_frame(context, packet)
-        if r == avg_error_eof() { return false }
-        try AVFailure.check(r, "reading '\(path)'")
-        return true
+        var failures = 0
+        while true {
+            av_packet_unref(packet)
+            let r = av_read_frame(context, packet)
+            if r == avg_error_eof() { return false }
+            if r == avg_averror_invaliddata() && failures < 1000 {
+                failures += 1
+                damagedPackets += 1
+                continue
+            }
+            try AVFailure.check(r, "reading '\(path)'")
+            if packet.pointee.flags & avg_pkt_flag_corrupt() != 0 { damagedPackets += 1 }
+            return true
+        }
     }
 }

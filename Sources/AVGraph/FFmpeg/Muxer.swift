@@ -25,6 +25,8 @@ public final class Muxer {
     public let path: String
     public private(set) var headerWritten = false
     public private(set) var closed = false
+    /// Set when the file is written as a journal (see `init(journalAt:format:)`).
+    public let journal: JournalFile?
 
     /// Creates the file. Fails, naming the path, when it cannot be written.
     public init(path: String, format: String) throws {
@@ -37,6 +39,26 @@ public final class Muxer {
             avformat_free_context(ctx)
             throw MediaError("cannot write '\(path)': \(AVFailure.message(opened))")
         }
+        self.path = path
+        journal = nil
+    }
+
+    /// Creates the file as a journal: each unit the muxer completes (the header, a fragment,
+    /// the trailer) reaches the file whole, so the file always ends at a boundary that plays.
+    public init(journalAt path: String, format: String) throws {
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        try AVFailure.check(avformat_alloc_output_context2(&ctx, nil, format, path), "preparing \(format) output")
+        guard let ctx else { throw MediaError("cannot prepare \(format) output") }
+        do {
+            let journal = try JournalFile(path: path)
+            self.journal = journal
+            ctx.pointee.pb = journal.io
+            ctx.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+        } catch {
+            avformat_free_context(ctx)
+            throw error
+        }
+        context = ctx
         self.path = path
     }
 
@@ -63,8 +85,20 @@ public final class Muxer {
         var dict: OpaquePointer?
         for (k, v) in options { av_dict_set(&dict, k, v, 0) }
         defer { av_dict_free(&dict) }
-        try AVFailure.check(avformat_write_header(context, &dict), "writing the header of '\(path)'")
+        try journaled { try AVFailure.check(avformat_write_header(context, &dict), "writing the header of '\(path)'") }
         headerWritten = true
+    }
+
+    /// Runs a muxer call, then commits what it completed to the journal; a write failure is
+    /// reported as the journal saw it (the disk is full...), not as FFmpeg's echo of it.
+    private func journaled(_ call: () throws -> Void) throws {
+        do {
+            try call()
+            try journal?.commit()
+        } catch {
+            if let failure = journal?.failure { throw failure }
+            throw error
+        }
     }
 
     /// Writes `packet` (timestamps in `timeBase`) to stream `index`; takes its data reference.
@@ -72,26 +106,27 @@ public final class Muxer {
         av_packet_rescale_ts(packet, timeBase.av, streamTimeBase(index).av)
         packet.pointee.stream_index = Int32(index)
         packet.pointee.pos = -1
-        try AVFailure.check(av_interleaved_write_frame(context, packet), "writing '\(path)'")
-    }
-
-    /// Pushes what is buffered to the file (a fragment that must survive a crash).
-    public func flush() {
-        if let pb = context.pointee.pb { avio_flush(pb) }
+        try journaled { try AVFailure.check(av_interleaved_write_frame(context, packet), "writing '\(path)'") }
     }
 
     /// Writes the trailer (index, `moov`) and closes the file.
     public func finish() throws {
         guard !closed else { return }
         defer { close() }
-        if headerWritten {
-            try AVFailure.check(av_write_trailer(context), "finishing '\(path)'")
+        if headerWritten, journal?.failure == nil {
+            try journaled { try AVFailure.check(av_write_trailer(context), "finishing '\(path)'") }
         }
+        if let failure = journal?.failure { throw failure }
     }
 
     private func close() {
         closed = true
-        avio_closep(&context.pointee.pb)
+        if let journal {
+            journal.close()
+            context.pointee.pb = nil
+        } else {
+            avio_closep(&context.pointee.pb)
+        }
     }
 
     /// Closes and deletes the file (nothing playable was written).

@@ -12,6 +12,10 @@ enum ControlCommands {
             s["ok"] = true
             s["paused"] = run.isPaused
             return s
+        case "graph":
+            var g = run.graphSnapshot()
+            g["ok"] = true
+            return g
         case "pause":
             return run.pause() ? ["ok": true] : fail("already paused")
         case "resume":
@@ -25,7 +29,7 @@ enum ControlCommands {
         case "get":
             guard let (node, spec) = lookup(req, run) else { return lookupError(req, run) }
             guard let v = run.currentOption(node: node.name, option: spec.name) else { return fail("option '\(spec.name)' has no value") }
-            return ["ok": true, "node": node.name, "option": spec.name, "value": v.text]
+            return ["ok": true, "node": node.name, "option": spec.name, "value": Redaction.text(v.text)]
         case "set":
             guard let (node, spec) = lookup(req, run) else { return lookupError(req, run) }
             guard spec.live else { return fail("option '\(spec.name)' of '\(node.name)' cannot change while running (not live)") }
@@ -36,23 +40,54 @@ enum ControlCommands {
             }
             let done = DispatchSemaphore(value: 0)
             let result = ResultBox()
+            let events = run.events
             run.set(node: node.name, option: spec.name, value: value) { error in
-                result.error = error
+                // After the answer went out as a timeout, a refusal would be lost: say it as a warning.
+                if result.settle(error), let error {
+                    events.emit(.warning(.init("the change of \(spec.name) that timed out was refused: \(error)")), node: node.name)
+                }
                 done.signal()
             }
-            if done.wait(timeout: .now() + 5) == .timedOut {
-                return ["ok": true, "pending": true, "note": "the node applies it on its next frame or block"]
+            if done.wait(timeout: .now() + setTimeout) == .timedOut, result.timeOut() {
+                return fail("\(node.name).\(spec.name): not taken within \(Int(setTimeout)) s (the node is busy or stalled); "
+                    + "it stays queued: an 'applied' event or a warning will tell")
             }
             if let e = result.error { return fail("\(node.name).\(spec.name): \(e)") }
-            return ["ok": true, "node": node.name, "option": spec.name, "value": value.text]
+            return ["ok": true, "node": node.name, "option": spec.name, "value": Redaction.text(value.text)]
         case "clip":
             return run.clipCommand(req)
         default:
-            return fail("unknown command '\(cmd)'" + (Suggest.hint(for: cmd, in: ["set", "get", "pause", "resume", "stop", "stats", "watch", "clip"]).map { "; \($0)" } ?? ""))
+            return fail("unknown command '\(cmd)'" + (Suggest.hint(for: cmd, in: ["set", "get", "pause", "resume", "stop", "stats", "watch", "clip", "graph"]).map { "; \($0)" } ?? ""))
         }
     }
 
-    final class ResultBox: @unchecked Sendable { var error: Error? }
+    static let setTimeout = 5.0
+
+    /// The outcome of a `set`, decided once: by the node (taken or refused) or by the timeout.
+    final class ResultBox: @unchecked Sendable {
+        private let lock = NSLock()
+        private var decided = false
+        private var timedOut = false
+        private(set) var error: Error?
+
+        /// The node's answer; true when it came after the timeout was answered.
+        func settle(_ error: Error?) -> Bool {
+            lock.lock(); defer { lock.unlock() }
+            if decided { return timedOut }
+            decided = true
+            self.error = error
+            return false
+        }
+
+        /// The timeout; false when the node's answer got in first.
+        func timeOut() -> Bool {
+            lock.lock(); defer { lock.unlock() }
+            if decided { return false }
+            decided = true
+            timedOut = true
+            return true
+        }
+    }
 
     struct Refusal: Error { var reply: [String: Any] }
 

@@ -1,136 +1,147 @@
-import CFFmpeg
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// The control socket of a running pipeline: a unix socket in a folder only the owner can
-/// enter (0700), the socket itself 0600. JSON lines: one request a line, one reply a line;
-/// `watch` turns the connection into the event stream. A bad line gets an error reply and the
-/// connection goes on; nothing a client sends can stop or disturb the run except `stop`.
+/// enter (0700), the socket itself 0600, every connection checked with SO_PEERCRED. JSON lines:
+/// one request a line, one reply a line; `watch` turns the connection into the event stream.
+/// A bad line gets an error reply and the connection goes on; nothing a client sends can stop or
+/// disturb the run except `stop`.
+///
+/// Nothing here ever blocks on a client: replies and events go into the client's own outbound
+/// queue (at most `maxQueuedBytes`), which is written without blocking, by the client's thread
+/// for replies and by one writer thread for events. A client whose queue overflows (a watcher
+/// that does not read) is hung up on. At most `maxClients` connections at once; the next one
+/// gets an error line and is closed.
 public final class ControlServer: @unchecked Sendable {
     public let path: String
     let run: PipelineRun
-    private var listener: Int32 = -1
-    private let lock = NSLock()
-    private var watchers: [Int32] = []
-    private var clients: Set<Int32> = []
-    private var closed = false
+    public static let maxClients = 256
+    static let maxQueuedBytes = 1 << 20
     static let maxLine = 64 * 1024
 
-    /// The socket path for a pipeline name: `$XDG_RUNTIME_DIR/avgraph/NAME.sock`, else `/tmp/avgraph-UID/NAME.sock`.
-    public static func defaultPath(for pipeline: String) -> String {
-        if let xdg = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], !xdg.isEmpty {
-            return xdg + "/avgraph/\(pipeline).sock"
-        }
-        return "/tmp/avgraph-\(getuid())/\(pipeline).sock"
+    private let listener: Int32
+    private let identity: [UInt]
+    /// Guards `clients`, `closed` and every client's fd, queue and state.
+    private let lock = NSLock()
+    private var clients: [Client] = []
+    private var closed = false
+    /// Wakes the writer thread when events were queued (a pipe: read end, write end).
+    private var wake: [Int32] = [-1, -1]
+
+    final class Client: @unchecked Sendable {
+        /// Open while `open`; closed only by `finish`, under the server's lock.
+        let fd: Int32
+        var open = true
+        var watching = false
+        var chunks: [[UInt8]] = []
+        var offset = 0
+        var queued = 0
+        init(fd: Int32) { self.fd = fd }
     }
+
+    /// The socket path for a pipeline name: `$XDG_RUNTIME_DIR/avgraph/NAME.sock`, else `/tmp/avgraph-UID/NAME.sock`.
+    public static func defaultPath(for pipeline: String) -> String { PrivateSocket.expectedPath(pipeline) }
 
     public init(run: PipelineRun, path: String) throws {
         self.run = run
         self.path = path
-        try listen()
+        guard pipe(&wake) == 0 else { throw MediaError("control socket: pipe: \(String(cString: strerror(errno)))") }
+        for fd in wake { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        let folder = (path as NSString).deletingLastPathComponent
+        do {
+            // The default folder is made and checked (ours, 0700, not a symlink) before use.
+            if folder == (PrivateSocket.expectedPath("x") as NSString).deletingLastPathComponent { _ = try PrivateSocket.runtimeFolder() }
+            listener = try PrivateSocket.listen(path: path, backlog: 64)
+        } catch let e as PrivateSocket.Failure {
+            throw MediaError("control socket: \(e.description)")
+        }
+        identity = PrivateSocket.identity(of: path)
         run.events.addListener { [weak self] line in self?.broadcast(line) }
+        let accepter = Thread { [self] in acceptLoop() }
+        accepter.name = "control"
+        accepter.start()
+        let writer = Thread { [self] in writeLoop() }
+        writer.name = "control-writer"
+        writer.start()
     }
 
-    private func listen() throws {
-        let dir = (path as NSString).deletingLastPathComponent
-        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
-            throw MediaError("control socket: cannot create folder \(dir): \(String(cString: strerror(errno)))")
-        }
-        var st = stat()
-        guard stat(dir, &st) == 0, st.st_uid == getuid(), (st.st_mode & 0o077) == 0 || dir == "/tmp" else {
-            throw MediaError("control socket: folder \(dir) must belong to you with mode 0700")
-        }
-        let utf8 = Array(path.utf8)
-        var addr = sockaddr_un()
-        guard utf8.count < MemoryLayout.size(ofValue: addr.sun_path) else { throw MediaError("control socket path too long: \(path)") }
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: utf8)
-            raw[utf8.count] = 0
-        }
-        // A socket left by a run that died is stale; one that answers belongs to a live run.
-        if access(path, F_OK) == 0 {
-            let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            let live = withUnsafePointer(to: &addr) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 }
-            }
-            Glibc.close(probe)
-            if live { throw MediaError("control socket \(path) is in use by another running pipeline of the same name") }
-            unlink(path)
-        }
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard listener >= 0 else { throw MediaError("control socket: \(String(cString: strerror(errno)))") }
-        let old = umask(0o177)
-        let bound = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        umask(old)
-        guard bound == 0 else { throw MediaError("control socket: cannot bind \(path): \(String(cString: strerror(errno)))") }
-        chmod(path, 0o600)
-        Glibc.listen(listener, 16)
-        let t = Thread { [self] in acceptLoop() }
-        t.name = "control"
-        t.start()
-    }
+    // The wake pipe outlives every thread that writes to it (they hold the server).
+    deinit { for fd in wake { Glibc.close(fd) } }
 
     public func close() {
         lock.lock()
+        if closed { lock.unlock(); return }
         closed = true
-        let all = clients
+        for c in clients where c.open { shutdown(c.fd, Int32(SHUT_RDWR)) }
         lock.unlock()
+        // The accept thread closes the listener itself once accept returns: no fd is closed under it.
         shutdown(listener, Int32(SHUT_RDWR))
-        Glibc.close(listener)
-        for fd in all { shutdown(fd, Int32(SHUT_RDWR)) }
-        unlink(path)
+        wakeWriter()
+        // Only the socket we bound: a file put there since is not ours to delete.
+        PrivateSocket.remove(path: path, identity: identity)
     }
 
+    private var isClosed: Bool { lock.lock(); defer { lock.unlock() }; return closed }
+
     private func acceptLoop() {
+        defer { Glibc.close(listener) }
         while true {
             let fd = accept(listener, nil, nil)
             if fd < 0 {
-                lock.lock(); let done = closed; lock.unlock()
-                if done || errno == EBADF || errno == EINVAL { return }
+                if isClosed || errno == EBADF || errno == EINVAL { return }
+                if errno == EMFILE || errno == ENFILE { usleep(100_000) }
                 continue
             }
             // Only the owner may steer the run, whatever the folder's mode.
-            if avg_peer_uid(fd) != Int(getuid()) {
-                send(fd, ["ok": false, "error": "permission denied: this pipeline belongs to another user"])
-                Glibc.close(fd)
+            if !PrivateSocket.peerIsOwner(fd) {
+                let uid = PrivateSocket.peerUID(fd)
+                refuse(fd, "permission denied: this pipeline belongs to another user")
+                run.events.emit(.warning(.init("control socket: refused a connection from another user (uid \(uid))")))
                 continue
             }
-            // A client that sends but never reads must not hold a server thread forever.
-            var timeout = timeval(tv_sec: 2, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            lock.lock(); clients.insert(fd); lock.unlock()
-            let t = Thread { [self] in serve(fd) }
+            let client = Client(fd: fd)
+            lock.lock()
+            let full = clients.count >= Self.maxClients
+            if !full && !closed { clients.append(client) }
+            let admitted = !full && !closed
+            lock.unlock()
+            if !admitted {
+                refuse(fd, "too many control clients (at most \(Self.maxClients) at once); try again later")
+                continue
+            }
+            let t = Thread { [self] in serve(client) }
             t.name = "control-client"
+            t.stackSize = 256 << 10
             t.start()
         }
     }
 
-    private func serve(_ fd: Int32) {
+    private func refuse(_ fd: Int32, _ message: String) {
+        if let data = try? JSONSerialization.data(withJSONObject: ["ok": false, "error": message], options: [.sortedKeys]) {
+            let bytes = Array(data) + [10]
+            _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        }
+        Glibc.close(fd)
+    }
+
+    private func serve(_ client: Client) {
         var buffer = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 4096)
         var discarding = false
-        defer {
-            lock.lock()
-            clients.remove(fd)
-            watchers.removeAll { $0 == fd }
-            lock.unlock()
-            Glibc.close(fd)
-        }
+        defer { finish(client) }
         while true {
-            let n = read(fd, &chunk, chunk.count)
+            let n = read(client.fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
             if n <= 0 { return }
             for b in chunk[0..<n] {
                 if b == 10 {
                     if discarding {
-                        send(fd, ["ok": false, "error": "line longer than \(Self.maxLine) bytes"])
+                        reply(client, ["ok": false, "error": "line longer than \(Self.maxLine) bytes"])
                         discarding = false
                     } else {
-                        handle(line: buffer, fd: fd)
+                        handle(line: buffer, client)
                     }
                     buffer.removeAll(keepingCapacity: true)
                 } else if !discarding {
@@ -141,41 +152,118 @@ public final class ControlServer: @unchecked Sendable {
         }
     }
 
-    func send(_ fd: Int32, _ object: [String: Any]) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        write(fd, Array(data) + [10])
+    /// The client's thread, when its connection ended: the only place its fd is closed.
+    private func finish(_ client: Client) {
+        lock.lock()
+        client.open = false
+        client.chunks.removeAll()
+        clients.removeAll { $0 === client }
+        Glibc.close(client.fd)
+        lock.unlock()
     }
 
-    private func write(_ fd: Int32, _ bytes: [UInt8]) {
-        var off = 0
-        while off < bytes.count {
-            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 {
-                // Gone, or not reading its replies: hang up on it; the run is not its hostage.
-                shutdown(fd, Int32(SHUT_RDWR))
-                return
-            }
-            off += n
+    private func reply(_ client: Client, _ object: [String: Any]) {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+        lock.lock()
+        enqueue(Array(data) + [10], client)
+        flush(client)
+        lock.unlock()
+    }
+
+    /// Under the lock: adds a line to the client's queue, or hangs up on a client that has let
+    /// `maxQueuedBytes` pile up (its thread then sees the end and closes).
+    private func enqueue(_ bytes: [UInt8], _ client: Client) {
+        guard client.open else { return }
+        if client.queued + bytes.count > Self.maxQueuedBytes {
+            client.chunks.removeAll()
+            client.offset = 0
+            client.queued = 0
+            client.watching = false
+            shutdown(client.fd, Int32(SHUT_RDWR))
+            return
         }
+        client.chunks.append(bytes)
+        client.queued += bytes.count
+    }
+
+    /// Under the lock: writes what the socket takes now, without waiting. True when all was sent.
+    @discardableResult
+    private func flush(_ client: Client) -> Bool {
+        while client.open, let first = client.chunks.first {
+            let n = first[client.offset...].withUnsafeBytes {
+                Glibc.send(client.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return false }
+                // Gone: its thread will see the end and close.
+                client.chunks.removeAll()
+                client.queued = 0
+                shutdown(client.fd, Int32(SHUT_RDWR))
+                return true
+            }
+            client.offset += n
+            client.queued -= n
+            if client.offset == first.count {
+                client.chunks.removeFirst()
+                client.offset = 0
+            }
+        }
+        return true
     }
 
     private func broadcast(_ line: String) {
+        let bytes = Array(line.utf8) + [10]
         lock.lock()
-        let fds = watchers
+        var any = false
+        for c in clients where c.watching {
+            enqueue(bytes, c)
+            any = true
+        }
         lock.unlock()
-        for fd in fds { write(fd, Array(line.utf8) + [10]) }
+        if any { wakeWriter() }
     }
 
-    private func handle(line: [UInt8], fd: Int32) {
+    private func wakeWriter() {
+        var one: UInt8 = 1
+        _ = Glibc.write(wake[1], &one, 1)
+    }
+
+    /// Sends queued events to every watcher: whatever each socket takes now, then waits until a
+    /// socket can take more or new events arrive.
+    private func writeLoop() {
+        var drain = [UInt8](repeating: 0, count: 256)
+        while true {
+            lock.lock()
+            if closed { lock.unlock(); return }
+            var waiting: [Int32] = []
+            for c in clients where !c.chunks.isEmpty {
+                if !flush(c) { waiting.append(c.fd) }
+            }
+            lock.unlock()
+            // The fds may be closed and reused while polling: a wrong wake-up only costs a retry,
+            // since every send happens under the lock after checking the client is still open.
+            var fds = [pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)] + waiting.map { pollfd(fd: $0, events: Int16(POLLOUT), revents: 0) }
+            _ = poll(&fds, nfds_t(fds.count), waiting.isEmpty ? -1 : 200)
+            if fds[0].revents != 0 { while Glibc.read(wake[0], &drain, drain.count) > 0 {} }
+        }
+    }
+
+    private func handle(line: [UInt8], _ client: Client) {
         if line.allSatisfy({ $0 == 32 || $0 == 13 || $0 == 9 }) { return }
         guard let obj = try? JSONSerialization.jsonObject(with: Data(line)), let req = obj as? [String: Any] else {
-            send(fd, ["ok": false, "error": "malformed request: expected one JSON object a line, like {\"cmd\": \"stats\"}"])
+            reply(client, ["ok": false, "error": "malformed request: expected one JSON object a line, like {\"cmd\": \"stats\"}"])
             return
         }
-        var reply = ControlCommands.handle(req, run: run) { [self] in
-            lock.lock(); watchers.append(fd); lock.unlock()
+        var watch = false
+        var answer = ControlCommands.handle(req, run: run) { watch = true }
+        if let id = req["id"] { answer["id"] = id }
+        reply(client, answer)
+        if watch {
+            // After the reply is queued, so `watching: true` comes before the first event.
+            lock.lock()
+            client.watching = client.open
+            lock.unlock()
         }
-        if let id = req["id"] { reply["id"] = id }
-        send(fd, reply)
     }
 }

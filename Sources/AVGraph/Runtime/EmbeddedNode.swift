@@ -37,6 +37,7 @@ import Foundation
 
     /// Every event the node (or the runtime for it) emitted, as JSON lines.
     public var eventLines: [String] {
+        events.flush()
         eventLock.lock()
         defer { eventLock.unlock() }
         return lines

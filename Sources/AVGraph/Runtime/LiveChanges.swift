@@ -59,7 +59,7 @@ final class LiveChanges: @unchecked Sendable {
 
     private func announce(at mediaTime: Double, _ out: Outlet) {
         for c in unannounced {
-            out.event("applied", ["option": c.option, "value": c.value.jsonValue, "media_time": mediaTime])
+            out.event(.applied(.init(option: c.option, value: c.value.eventValue, mediaTime: mediaTime)))
         }
         unannounced.removeAll()
     }
@@ -68,16 +68,16 @@ final class LiveChanges: @unchecked Sendable {
 extension OptionValue {
     /// The value as JSON in its own type: `true`, `3000000`, `0.5`, `"bottom-right"`, `{"mic": true}`;
     /// durations in seconds; the rest as text.
-    public var jsonValue: Any {
+    public var eventValue: EventValue {
         switch self {
-        case .bool(let b): return b
-        case .int(let i): return i
-        case .number(let d): return d
-        case .duration(let d): return d
-        case .string(let s): return s
-        case .loop(let n): return n
-        case .perInput(let m): return m.mapValues(\.jsonValue)
-        default: return text
+        case .bool(let b): .bool(b)
+        case .int(let i): .int(i)
+        case .number(let d): .number(d)
+        case .duration(let d): .number(d)
+        case .string(let s): .string(s)
+        case .loop(let n): .int(n)
+        case .perInput(let m): .object(m.mapValues(\.eventValue))
+        default: .string(text)
         }
     }
 

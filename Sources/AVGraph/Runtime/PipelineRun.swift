@@ -20,6 +20,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         let isSource: Bool
         let inputNames: [String]
         let changes = LiveChanges()
+        /// What a sink received, for `eos` and the exit line.
+        let tally = SinkTally()
 
         init(name: String, node: any Node, inbox: Inbox, isSource: Bool, inputNames: [String]) {
             self.name = name
@@ -47,13 +49,15 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     var runners: [NodeRunner] = []
     private let stateLock = NSLock()
     private var stopping = false
+    private var stopReason = "end"
     private var failure: Failure?
     private var startWall = Date()
     private let finished = DispatchGroup()
     /// Called right after the `start` event (the CLI announces the control socket there).
     public var onStart: (@Sendable () -> Void)?
-    /// Called about once a second with a `stats` snapshot (the CLI's status line).
-    public var onStats: (@Sendable ([String: Any]) -> Void)?
+    /// Seconds between `stats` snapshots (events, status line, the live rates of `ctl graph`).
+    public var statsInterval = 1.0
+    let rates = EmissionRates()
 
     public init(_ pipeline: CheckedPipeline, events: EventLog, realtime: Bool? = nil) throws {
         precondition(pipeline.isValid, "run only checked pipelines")
@@ -62,6 +66,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         self.realtime = realtime ?? pipeline.realtime
         self.duration = pipeline.settings.duration
         memory = MemoryBudget(limit: pipeline.settings.memoryLimit)
+        timeline.grid = FrameGrid(rates: pipeline.nodes.flatMap { $0.outputs.filter { $0.kind == .rawVideo }.map(\.frameRate) })
         try build()
     }
 
@@ -79,7 +84,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             for n in pipeline.nodes {
                 var durationLimit = duration
                 if let own = n.options.duration("duration"), own > 0 { durationLimit = min(durationLimit ?? own, own) }
-                let setup = NodeSetup(
+                var setup = NodeSetup(
                     name: n.name, options: n.options,
                     inputs: n.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, fromPad: $0.fromPad, format: $0.format!) },
                     outputs: n.outputs, baseDirectory: pipeline.baseDirectory, realtime: realtime, duration: durationLimit,
@@ -87,6 +92,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                         let consumers = pipeline.nodes.filter { c in c.inputs.contains { $0.from == n.name && $0.fromOutput == o } }
                         return !consumers.isEmpty && consumers.allSatisfy { $0.type.standsUpright }
                     })
+                setup.pipelineName = pipeline.settings.name
                 let lanes = n.inputs.map { c -> Inbox.Lane in
                     let kind = c.format?.kind ?? .rawVideo
                     var policy = n.queue?.policy ?? defaultPolicy(kind)
@@ -97,6 +103,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                     return Inbox.Lane(capacity: capacity, policy: policy, kind: kind)
                 }
                 let node: any Node
+                FFmpegLog.tag(node: n.name)
+                defer { FFmpegLog.tag(node: nil) }
                 do { node = try n.type.init(setup) } catch {
                     throw Failure(node: n.name, message: "\(error)")
                 }
@@ -139,11 +147,16 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     /// Seconds since the run started.
     public var clock: Double { Date().timeIntervalSince(startWall) }
 
+    /// Woken by `stop`: a source waiting for its media time ends its wait at once.
+    private let wake = NSCondition()
+
     func waitUntil(mediaTime t: Double) {
+        wake.lock()
+        defer { wake.unlock() }
         while !isStopping {
             let wait = t - clock
             if wait <= 0 { return }
-            usleep(UInt32(min(wait, 0.05) * 1e6))
+            _ = wake.wait(until: Date(timeIntervalSinceNow: wait))
         }
     }
 
@@ -159,33 +172,35 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     /// Pauses a realtime run: sources' media from now on is discarded until `resume`.
     public func pause() -> Bool {
         stateLock.lock()
-        defer { stateLock.unlock() }
-        guard pausedAt == nil else { return false }
-        pausedAt = clock
-        events.emit("paused", ["media_time": pausedAt!])
+        guard pausedAt == nil else { stateLock.unlock(); return false }
+        let at = clock
+        pausedAt = at
+        stateLock.unlock()
+        // Never under the state lock: a listener may ask the run for its state.
+        events.emit(.paused(.init(mediaTime: at)))
         return true
     }
 
     /// Resumes: the paused span is cut out of the output timeline, the same for every source.
     public func resume() -> Bool {
         stateLock.lock()
-        defer { stateLock.unlock() }
-        guard let start = pausedAt else { return false }
+        guard let start = pausedAt else { stateLock.unlock(); return false }
         let end = clock
         pausedSpans.append((start, end))
         pausedAt = nil
-        events.emit("resumed", ["paused_for": end - start, "media_time": start])
+        stateLock.unlock()
+        events.emit(.resumed(.init(pausedFor: end - start, mediaTime: start)))
         return true
     }
 
-    /// Wall seconds since the start, less the paused spans; frozen while paused.
+    /// Wall seconds since the start, less what the timeline cuts (before the first media, paused
+    /// spans); frozen while paused.
     public var mediaClock: Double {
         let now = clock
         stateLock.lock()
         defer { stateLock.unlock() }
-        var paused = pausedSpans.reduce(0) { $0 + $1.end - $1.start }
-        if let p = pausedAt { paused += now - p }
-        return now - paused
+        if let p = pausedAt { return p - timelineCut(before: p) }
+        return now - timelineCut(before: now)
     }
 
     public var isPaused: Bool { stateLock.lock(); defer { stateLock.unlock() }; return pausedAt != nil }
@@ -193,22 +208,38 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     func pauseState(at t: Double) -> PauseDecision {
         stateLock.lock()
         defer { stateLock.unlock() }
-        if pausedSpans.isEmpty && pausedAt == nil { return .keep }
         if let p = pausedAt, t >= p { return .discard }
-        var shift = 0.0
-        for span in pausedSpans {
-            if t >= span.end { shift += span.end - span.start } else if t >= span.start { return .discard }
-        }
-        return .shift(shift)
+        if pausedSpans.contains(where: { t >= $0.start && t < $0.end }) { return .discard }
+        if timeline.firstMedia == nil && realtime { timeline.firstMedia = t }
+        let cut = timelineCut(before: t)
+        return t < cut ? .discard : cut > 0 ? .shift(cut) : .keep
     }
+
+    /// What the output timeline leaves out before source time `t`: everything before the first
+    /// media (a producer that connects late, a paused start), then the paused spans; a whole
+    /// number of frame periods, so cutting never moves video off its frame grid relative to audio.
+    private func timelineCut(before t: Double) -> Double {
+        guard let first = timeline.firstMedia else { return pausedSpans.filter { $0.end <= t }.reduce(0) { $0 + $1.end - $1.start } }
+        let paused = pausedSpans.filter { $0.start >= first && $0.end <= t }.reduce(0) { $0 + $1.end - $1.start }
+        return timeline.grid.floor(first + paused)
+    }
+
+    private var timeline = (firstMedia: Double?.none, grid: FrameGrid(rates: []))
 
     /// Ends the sources; everything downstream drains and finalizes.
     public func stop(reason: String = "stop") {
         stateLock.lock()
         let first = !stopping
         stopping = true
+        if first { stopReason = reason }
         stateLock.unlock()
-        if first { events.emit("stopping", ["reason": reason]) }
+        guard first else { return }
+        wake.lock()
+        wake.broadcast()
+        wake.unlock()
+        // Producers blocked on a full lane look at `isStopping` again.
+        for r in runners { r.inbox.wake() }
+        events.emit(.stopping(.init(reason: reason)))
     }
 
     func fail(_ node: String, _ error: Error) {
@@ -216,15 +247,14 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         stateLock.lock()
         if failure == nil { failure = f }
         stateLock.unlock()
-        events.emit("error", ["node": node, "message": "\(error)"])
+        events.emit(.error(.init("\(error)")), node: node)
         stop(reason: "error")
     }
 
     /// Runs to the end; throws the first node failure.
     public func run() throws {
         startWall = Date()
-        events.emit("start", ["pipeline": pipeline.settings.name, "realtime": realtime, "nodes": runners.count,
-                              "duration": duration as Any])
+        events.emit(.start(.init(pipeline: pipeline.settings.name, realtime: realtime, nodes: runners.count, duration: duration)))
         onStart?()
         for r in runners {
             finished.enter()
@@ -236,22 +266,24 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             thread.stackSize = 4 << 20
             thread.start()
         }
-        while finished.wait(timeout: .now() + 1) == .timedOut {
-            let s = statsSnapshot()
-            events.emit("stats", s)
-            onStats?(s)
+        while finished.wait(timeout: .now() + statsInterval) == .timedOut {
+            rates.sample(self)
+            events.emit(.stats(stats()))
         }
-        let s = statsSnapshot()
-        onStats?(s)
-        events.emit("eos", ["media_time": s["media_time"] ?? 0, "peak_rss": ProcessMemory.peakResidentBytes])
+        let s = stats()
+        events.emit(.stats(s))
         stateLock.lock()
         let f = failure
+        let reason = stopReason
         stateLock.unlock()
+        events.emit(.eos(.init(mediaTime: s.mediaTime, peakRSS: ProcessMemory.peakResidentBytes, reason: reason, sinks: sinkSummaries)))
+        events.flush()
         if let f { throw f }
     }
 
     private func loop(_ r: NodeRunner) {
         let out = r.outlet!
+        FFmpegLog.tag(node: r.name)
         do {
             if r.isSource {
                 while !isStopping && !out.reachedEnd {
@@ -267,6 +299,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                     r.applyChanges()
                     switch r.inbox.next(wants: { r.node.wantsInput($0) }, timeout: tick) {
                     case .item(let lane, let buffer):
+                        if !out.hasOutputs { r.tally.count(buffer, kind: r.inbox.lanes[lane].kind) }
                         try r.node.receive(buffer, input: lane, out)
                         r.changes.settle(out, received: buffer)
                     case .ended(let lane):
@@ -326,35 +359,47 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         return responder.control(req)
     }
 
+    /// What each sink received so far.
+    public var sinkSummaries: [Event.SinkSummary] {
+        runners.filter { !$0.isSource && !$0.outlet.hasOutputs }.map { $0.tally.summary(node: $0.name) }
+    }
+
+    /// The `stats` snapshot as Foundation JSON, with `wall` (the control socket's `stats` reply).
     public func statsSnapshot() -> [String: Any] {
-        var nodes: [[String: Any]] = []
+        let encoder = JSONEncoder()
+        guard let data = try? encoder.encode(stats()),
+              var o = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return [:] }
+        o["wall"] = clock
+        return o
+    }
+
+    public func stats() -> Event.Stats {
+        var nodes: [Event.Stats.NodeStats] = []
         var mediaTime: Int64 = 0
-        var totalDrops = 0
-        var totalByKind: [String: Int] = [:]
+        var total = Event.KindCounts(video: 0, audio: 0)
         for r in runners {
             let s = r.outlet.stats
             // Drops on the node's input queues plus those the node made itself (a network sink's buffer).
-            var byKind: [String: Int] = [:]
+            var byKind = Event.KindCounts(video: 0, audio: 0)
             for (kind, n) in r.inbox.dropsByKind.merging(r.outlet.droppedByNode, uniquingKeysWith: +) {
-                byKind[kind.isVideo ? "video" : "audio", default: 0] += n
+                if kind.isVideo { byKind.video += n } else { byKind.audio += n }
             }
-            let drops = byKind.values.reduce(0, +)
-            totalDrops += drops
-            totalByKind.merge(byKind, uniquingKeysWith: +)
-            var o: [String: Any] = ["node": r.name, "queue": r.inbox.depths, "dropped": drops]
-            if drops > 0 { o["dropped_by_kind"] = byKind }
+            let drops = byKind.video + byKind.audio
+            total.video += byKind.video
+            total.audio += byKind.audio
+            var o = Event.Stats.NodeStats(node: r.name, queue: r.inbox.depths, dropped: drops)
+            if drops > 0 { o.droppedByKind = byKind }
             if !s.counts.isEmpty {
-                o["emitted"] = s.counts
-                o["bytes"] = s.bytes
-                o["time"] = s.times.map { Double(max($0, 0)) / 1e6 }
+                o.emitted = s.counts
+                o.bytes = s.bytes
+                o.time = s.times.map { Double(max($0, 0)) / 1e6 }
             }
             if r.outlet.targets.isEmpty == false, pipeline.nodes.first(where: { $0.name == r.name })?.type.inputs.isEmpty == false {
                 mediaTime = max(mediaTime, s.times.max() ?? 0)
             }
             nodes.append(o)
         }
-        return ["nodes": nodes, "media_time": Double(mediaTime) / 1e6, "wall": clock, "dropped": totalDrops,
-                "dropped_by_kind": ["video": totalByKind["video"] ?? 0, "audio": totalByKind["audio"] ?? 0],
-                "rss": ProcessMemory.residentBytes, "queued_bytes": memory.used]
+        return Event.Stats(nodes: nodes, mediaTime: Double(mediaTime) / 1e6, dropped: total.video + total.audio,
+                           droppedByKind: total, rss: ProcessMemory.residentBytes, queuedBytes: memory.used)
     }
 }

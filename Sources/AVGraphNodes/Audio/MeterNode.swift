@@ -71,7 +71,7 @@ public final class MeterNode: Node, @unchecked Sendable {
                 let dB = { (x: Double) in x > 0 ? max(Self.floorDB, 20 * log10(x)) : Self.floorDB }
                 let rms = sumSquares.map { dB(sqrt($0 / Double(counted))) }
                 let time = windowStart! + Double(counted) / rate
-                out.event("level", ["media_time": time, "rms": rms, "peak": peaks.map(dB)])
+                out.event(.level(.init(mediaTime: time, rms: rms, peak: peaks.map(dB))))
                 for c in 0..<channels { sumSquares[c] = 0; peaks[c] = 0 }
                 counted = 0
                 windowStart = nil

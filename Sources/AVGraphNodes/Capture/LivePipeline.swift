@@ -78,6 +78,12 @@ public final class LivePipeline: @unchecked Sendable {
     /// Ends the run: sources stop, encoders flush, files are finalized.
     public func stop() { run.stop(reason: "stop") }
 
+    /// Pauses the recording (as `avgraph ctl NAME pause`): pushed media is dropped until `resume`,
+    /// and the paused span is cut out of the output. False when already paused.
+    @discardableResult public func pause() -> Bool { run.pause() }
+    /// Resumes after `pause`; false when not paused.
+    @discardableResult public func resume() -> Bool { run.resume() }
+
     /// Waits until the run has ended (every `app` source finished, `duration` reached or `stop()`);
     /// throws the first node failure.
     public func wait() throws {

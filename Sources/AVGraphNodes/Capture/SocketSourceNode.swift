@@ -15,19 +15,32 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         PadSpec("app", [.rawAudio], doc: "received app audio, at audio-rate/audio-channels"),
         PadSpec("mic", [.rawAudio], doc: "received microphone audio, at audio-rate/audio-channels"),
     ]
-    static let path = Setting<String?>.string("path", required: true, doc: "unix socket to listen on (created owner-only; a stale one is replaced)")
+    static let path = Setting<String?>.string("path",
+        doc: "unix socket to listen on; default PIPELINE.NODE.ingest.sock in the private runtime folder (docs/INGEST.md). "
+            + "Made owner-only; only this user's processes may connect; an existing file that is not a stale socket of this user is refused")
     static let idleWarning = Setting.duration("idle-warning", 0.1...3600, default: "5s",
         doc: "while no producer is connected, warn this often that the source is waiting")
     static let drop = IngestOptions.drop(default: .oldest)
     public static let options = [path.spec, idleWarning.spec] + IngestOptions.common(drop: drop)
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let path = n.path(Self.path), !path.isEmpty else { throw NegotiationError("missing path", option: "path") }
-        if path.utf8.count >= 108 {
+        if let path = n.path(Self.path), path.isEmpty { throw NegotiationError("empty path", option: "path", hint: "leave 'path' out for the default") }
+        if let path = n.path(Self.path), path.utf8.count >= 108 {
             throw NegotiationError("socket path is longer than 107 bytes", option: "path", hint: "use a shorter path, e.g. under /tmp")
         }
         return try IngestOptions.negotiate(n)
     }
+
+    /// `PIPELINE.NODE.ingest.sock` in the private runtime folder, where `avgraph feed PIPELINE` looks.
+    static func defaultPath(_ setup: NodeSetup) throws -> String {
+        let pipeline = setup.pipelineName.isEmpty ? "avgraph" : setup.pipelineName
+        do { return try PrivateSocket.defaultPath(ingestName(pipeline: pipeline, node: setup.name)) } catch let e as PrivateSocket.Failure {
+            throw MediaError("\(setup.name): \(e.description)")
+        }
+    }
+
+    /// The socket's name in the runtime folder (without `.sock`).
+    public static func ingestName(pipeline: String, node: String) -> String { "\(pipeline).\(node).ingest" }
 
     let hub: IngestHub
     let emitter: IngestEmitter
@@ -42,7 +55,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         emitter = IngestEmitter(hub: hub, outputs: setup.outputs)
         duration = setup.duration
         idleWarning = setup[Self.idleWarning]
-        receiver = try SocketReceiver(path: setup.path(Self.path) ?? "", hub: hub)
+        receiver = try SocketReceiver(path: setup.path(Self.path) ?? Self.defaultPath(setup), hub: hub)
         receiver.start()
     }
 
@@ -50,17 +63,17 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         if !announced {
             announced = true
             lastWarning = out.clock
-            out.event("listening", ["path": receiver.path])
+            out.event(.listening(.init(path: receiver.path)))
         }
         report(out)
         if let duration, out.clock >= duration { return false }
         switch hub.queue.next(timeout: 0.05) {
         case .item(let item): try emitter.emit(item, out)
         case .timeout:
-            emitter.reportDrops(out)
+            try emitter.idle(out)
             if !receiver.isConnected && out.clock - lastWarning >= idleWarning {
                 lastWarning = out.clock
-                out.warning("waiting for a producer on \(receiver.path)", ["path": receiver.path])
+                out.warning("waiting for a producer on \(receiver.path)")
             }
         case .ended: return false
         }
@@ -70,7 +83,8 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
 
     private func report(_ out: Outlet) {
         for note in receiver.takeNotes() {
-            if note.warning { out.warning(note.message, note.fields) } else { out.event("producer", note.fields.merging(["message": note.message]) { a, _ in a }) }
+            if let producer = note.producer { out.event(.producer(producer)) }
+            if note.warning { out.warning(note.message) }
         }
     }
 
@@ -78,7 +92,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         receiver.stop()
         report(out)
         hub.finish()
-        emitter.reportDrops(out)
+        try emitter.finish(out)
     }
 
     public func abort() {
@@ -90,11 +104,12 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
 /// The socket's reader thread: accepts producers, reads whole messages without blocking the
 /// pipeline (non-blocking reads, a poll of 100 ms so it can stop), hands them to the hub.
 final class SocketReceiver: @unchecked Sendable {
-    struct Note { var warning: Bool; var message: String; var fields: [String: Any] }
+    struct Note { var warning: Bool; var message: String; var producer: Event.Producer? }
 
     let path: String
     private let hub: IngestHub
     private var listener: Int32
+    private let identity: [UInt]
     private var connection: Int32 = -1
     private var session = 0
     private let lock = NSLock()
@@ -116,6 +131,7 @@ final class SocketReceiver: @unchecked Sendable {
         self.path = path
         self.hub = hub
         listener = try UnixSocket.listen(path: path)
+        identity = PrivateSocket.identity(of: path)
     }
 
     deinit { payload.deallocate() }
@@ -149,9 +165,9 @@ final class SocketReceiver: @unchecked Sendable {
         return n
     }
 
-    private func note(_ warning: Bool, _ message: String, _ fields: [String: Any] = [:]) {
+    private func note(_ warning: Bool, _ message: String, _ producer: Event.Producer? = nil) {
         lock.lock()
-        notes.append(Note(warning: warning, message: message, fields: fields))
+        notes.append(Note(warning: warning, message: message, producer: producer))
         lock.unlock()
     }
 
@@ -159,7 +175,9 @@ final class SocketReceiver: @unchecked Sendable {
         while !isStopped {
             let fds = connection >= 0 ? [listener, connection] : [listener]
             let ready = UnixSocket.readable(fds, timeout: 0.1)
-            if ready[0], let c = UnixSocket.accept(listener) {
+            if ready[0], let c = UnixSocket.accept(listener, refused: { uid in
+                note(true, "refused a connection from another user (uid \(uid)): only this user's processes may send")
+            }) {
                 if connection >= 0 { drop("a new producer connected; the previous connection was closed", warning: true) }
                 connection = c
                 session += 1
@@ -169,13 +187,13 @@ final class SocketReceiver: @unchecked Sendable {
                 lock.lock()
                 connected = true
                 lock.unlock()
-                note(false, "producer connected", ["state": "connected", "session": session])
+                note(false, "producer connected", .init(state: .connected, session: session, message: "producer connected"))
             }
             if connection >= 0 && ready.count > 1 && ready[1] { readAvailable() }
         }
         if connection >= 0 { drop("source stopped", warning: false) }
         close(listener)
-        unlink(path)
+        PrivateSocket.remove(path: path, identity: identity)
     }
 
     private func drop(_ reason: String, warning: Bool) {
@@ -186,7 +204,7 @@ final class SocketReceiver: @unchecked Sendable {
         lock.lock()
         connected = false
         lock.unlock()
-        note(warning, reason, ["state": "disconnected", "session": session, "messages": messages])
+        note(warning, reason, .init(state: .disconnected, session: session, messages: messages, message: reason))
     }
 
     /// Reads what the producer has sent, a few MB at most per call.
@@ -255,7 +273,7 @@ final class SocketReceiver: @unchecked Sendable {
                               format: PushSampleFormat(rawValue: h.format)!, bigEndian: h.bigEndian, rate: h.a, channels: h.b,
                               time: time, session: session)
         case .end:
-            note(false, "producer ended the broadcast", ["state": "ended", "session": session])
+            note(false, "producer ended the broadcast", .init(state: .ended, session: session, message: "producer ended the broadcast"))
             hub.finish()
         }
     }

@@ -1,3 +1,4 @@
+import AVGraph
 import Foundation
 
 /// Thin POSIX wrappers for a unix stream socket: listen, accept, connect, read, write.
@@ -6,60 +7,29 @@ public enum UnixSocket {
         public let description: String
     }
 
-    static func address(_ path: String) throws -> sockaddr_un {
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
-        guard !bytes.isEmpty, bytes.count < capacity else {
-            throw Failure(description: "socket path '\(path)' is empty or longer than \(capacity - 1) bytes")
-        }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        return addr
-    }
-
-    /// A listening socket at `path` (owner-only permissions); a stale socket file there is replaced.
+    /// A listening socket at `path` (owner-only permissions). A stale socket of ours there is
+    /// replaced; anything else there (a file, another user's socket, a live socket) is refused
+    /// and left alone.
     public static func listen(path: String) throws -> Int32 {
-        var addr = try address(path)
-        var st = stat()
-        if lstat(path, &st) == 0 {
-            guard st.st_mode & S_IFMT == S_IFSOCK else { throw Failure(description: "'\(path)' exists and is not a socket") }
-            unlink(path)
+        do { return try PrivateSocket.listen(path: path, backlog: 4) } catch let e as PrivateSocket.Failure {
+            throw Failure(description: e.description)
         }
-        try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
-        let old = umask(0o077)
-        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-        umask(old)
-        guard bound == 0, Glibc.listen(fd, 4) == 0 else {
-            let message = String(cString: strerror(errno))
-            close(fd)
-            throw Failure(description: "cannot listen on '\(path)': \(message)")
-        }
-        return fd
     }
 
-    public static func connect(path: String) throws -> Int32 {
-        var addr = try address(path)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
-        let r = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-        guard r == 0 else {
-            let message = String(cString: strerror(errno))
-            close(fd)
-            throw Failure(description: "cannot connect to '\(path)': \(message)")
-        }
-        return fd
-    }
+    /// Connects to a socket of this user only (the file and the listening process: SO_PEERCRED);
+    /// another user's socket throws `PrivateSocket.Failure` with `foreign` set, naming the user.
+    public static func connect(path: String) throws -> Int32 { try PrivateSocket.connect(path: path) }
 
-    /// A connection waiting on `fd`, made non-blocking; nil if none.
-    public static func accept(_ fd: Int32) -> Int32? {
+    /// A connection waiting on `fd`, made non-blocking; nil if none. A peer running as another
+    /// user (SO_PEERCRED) is closed at once and reported through `refused` with its uid.
+    public static func accept(_ fd: Int32, refused: (Int) -> Void = { _ in }) -> Int32? {
         let c = Glibc.accept(fd, nil, nil)
         guard c >= 0 else { return nil }
+        guard PrivateSocket.peerIsOwner(c) else {
+            refused(PrivateSocket.peerUID(c))
+            close(c)
+            return nil
+        }
         _ = fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK)
         return c
     }

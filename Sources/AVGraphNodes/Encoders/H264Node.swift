@@ -69,6 +69,8 @@ public final class H264Node: Node, @unchecked Sendable {
         f.pixelFormat = "yuv420p"
         f.frameRate = input.frameRate
         f.timeBase = input.frameRate.inverse
+        f.profile = n[Self.profile].rawValue
+        f.bitRate = n[Self.crf] == nil ? n[Self.bitrate] : 0
         return [f]
     }
 
@@ -218,7 +220,7 @@ public final class H264Node: Node, @unchecked Sendable {
             }
             return latencyMax * 1000
         }
-        out.event("latency", ["count": count, "p50_ms": percentile(0.5), "p99_ms": percentile(0.99), "max_ms": latencyMax * 1000])
+        out.event(.latency(.init(count: count, p50: percentile(0.5), p99: percentile(0.99), max: latencyMax * 1000)))
     }
 
     private func record(latency: Double) {

@@ -4,8 +4,14 @@ import Foundation
 
 /// `file` as a sink: muxes encoded streams into a file whose extension names the container.
 /// The header waits until every input has delivered its first packet (or ended), because the
-/// streams are described by those packets. A run that fails still leaves a playable file
-/// once the header is out; before that it leaves none.
+/// streams are described by those packets.
+///
+/// The file is a journal while it is recorded: MP4/MOV are written as fragments of at most
+/// a second, and each fragment (each packet for other containers) reaches the file whole, so
+/// whatever ends the process (kill -9, out of memory, a power cut) leaves a file that plays up
+/// to its last second or so. A full disk cuts the file back to its last complete fragment and
+/// stops the run. At a clean end an MP4 is rewritten as a regular one with its index in front
+/// (to a temporary, then renamed over the journal), unless `fragmented` asks to leave it as is.
 public final class FileSinkNode: Node, @unchecked Sendable {
     public static let typeName = "file"
     public static let summary = "writes encoded streams to a media file (.mp4 .mov .mkv .flv .ts)"
@@ -14,9 +20,9 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     static let path = Setting.path("path", mustExist: false, required: true,
         doc: "the file to write, relative to the .pipe file; its extension picks the container (.mp4 .mov .mkv .flv .ts); missing folders are created")
     static let faststart = Setting.bool("faststart", default: true,
-        doc: "mp4/mov: put the index (moov) before the media so playback starts before the download ends; ignored by other containers")
+        doc: "mp4/mov: at a clean end, put the index (moov) before the media so playback starts before the download ends (false: after it); ignored by other containers")
     static let fragmented = Setting.bool("fragmented", default: false,
-        doc: "mp4/mov: write fragments (one per keyframe, flushed as written) so the file stays playable if the process dies")
+        doc: "mp4/mov: leave the file fragmented as recorded (fragments of <= 1 s) instead of rewriting it as a regular MP4 at a clean end; either way it is recorded fragmented, so it plays after a crash")
     static let overwrite = Setting.bool("overwrite", default: false, doc: "replace an existing file instead of refusing to run")
     public static let options = [path.spec, faststart.spec, fragmented.spec, overwrite.spec]
 
@@ -86,7 +92,9 @@ public final class FileSinkNode: Node, @unchecked Sendable {
             throw MediaError("cannot write '\(path)': the folder '\(folder)' does not exist")
         }
         self.container = container
-        muxer = try Muxer(path: path, format: container)
+        muxer = try Muxer(journalAt: path, format: container)
+        // A run killed while finalizing this path left its half-made copy.
+        unlink(Self.temporary(for: path))
         faststart = setup[Self.faststart]
         fragmented = setup[Self.fragmented]
         streamIndex = Array(repeating: nil, count: setup.inputs.count)
@@ -113,6 +121,10 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         try startIfReady()
     }
 
+    static let fragmentMicroseconds = 1_000_000
+
+    private var isMP4: Bool { container == "mp4" || container == "mov" }
+
     /// About 10 s of 30 fps video with its audio.
     static let maxPending = 1000
 
@@ -128,14 +140,10 @@ public final class FileSinkNode: Node, @unchecked Sendable {
             if let s { streamIndex[i] = try muxer.addStream(s.parameters, timeBase: s.timeBase) }
         }
         var options: [String: String] = [:]
-        if container == "mp4" || container == "mov" {
-            if fragmented {
-                options["movflags"] = "frag_keyframe+empty_moov+default_base_moof"
-                // Each fragment reaches the disk as soon as it is complete.
-                muxer.context.pointee.flags |= AVFMT_FLAG_FLUSH_PACKETS
-            } else if faststart {
-                options["movflags"] = "+faststart"
-            }
+        if isMP4 {
+            // A fragment at each keyframe and at least every second: a crash loses at most that.
+            options["movflags"] = "frag_keyframe+empty_moov+delay_moov+default_base_moof"
+            options["frag_duration"] = String(Self.fragmentMicroseconds)
         }
         try muxer.writeHeader(options: options)
         let queued = pending
@@ -161,7 +169,40 @@ public final class FileSinkNode: Node, @unchecked Sendable {
             return
         }
         try muxer.finish()
+        if isMP4 && !fragmented { try rewriteRegular() }
+        finalized(out)
     }
+
+    /// The clean end of an MP4: the fragments become a regular file, index in front (faststart)
+    /// or behind. Written beside the journal and renamed over it, so an interruption (a signal,
+    /// a full disk) leaves the fragmented journal, which plays.
+    private func rewriteRegular() throws {
+        let path = muxer.path
+        let temporary = Self.temporary(for: path)
+        do {
+            try JournalFile.replace(path, with: temporary) {
+                try Remuxer.copy(from: path, to: temporary, format: container, options: faststart ? ["movflags": "+faststart"] : [:])
+            }
+        } catch {
+            throw MediaError("'\(path)' is complete but stays fragmented: rewriting it as a regular MP4 failed: \(Self.explain(error))")
+        }
+    }
+
+    /// Where the regular file is made, beside the journal (hidden).
+    static func temporary(for path: String) -> String {
+        let folder = (path as NSString).deletingLastPathComponent
+        return (folder.isEmpty ? "" : folder + "/") + "." + (path as NSString).lastPathComponent + ".finalizing"
+    }
+
+    /// FFmpeg says "No space left on device"; people look for "the disk is full".
+    private static func explain(_ error: Error) -> String {
+        let text = "\(error)"
+        if text.contains(String(cString: strerror(ENOSPC))) { return "the disk is full (\(text))" }
+        return text
+    }
+
+    /// The one place where the file is done: complete, in its final form, at its path.
+    private func finalized(_ out: Outlet) {}
 
     public func abort() {
         guard !done else {
@@ -169,6 +210,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
             return
         }
         done = true
+        // Left as recorded (fragmented, or cut back to its last whole fragment after a write failure).
         if muxer.headerWritten { try? muxer.finish() } else { muxer.discard() }
     }
 }

@@ -11,6 +11,8 @@ import Foundation
 final class LiveSender: @unchecked Sendable {
     struct Settings {
         var url: String
+        /// The url as printed: the stream key, passphrase and stream id masked.
+        var shownURL: String { Redaction.url(url) }
         /// libavformat's muxer: `flv` for RTMP, `mpegts` for SRT.
         var format: String
         var muxerOptions: [String: String] = [:]
@@ -65,11 +67,13 @@ final class LiveSender: @unchecked Sendable {
     func push(_ packet: Packet, input: Int, overMemoryLimit: Bool, out: Outlet) throws {
         startIfNeeded(out)
         condition.lock()
-        defer { condition.unlock() }
+        // Every path changes what the sender waits for (a stream described, a packet queued).
+        defer { condition.broadcast(); condition.unlock() }
         if let failure { throw failure }
         if !settings.realtime {
+            // Woken by the sender taking a packet, losing the connection, failing or being cancelled.
             while connected && span(video: true) > limit && failure == nil && !cancel.isCancelled {
-                _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+                condition.wait()
             }
         }
         if streams[input] == nil { streams[input] = packet.stream }
@@ -82,7 +86,6 @@ final class LiveSender: @unchecked Sendable {
         queuedBytes += packet.byteCount
         newest = max(newest, packet.time)
         enforceLimits(overMemoryLimit: overMemoryLimit)
-        condition.broadcast()
     }
 
     func inputEnded(_ input: Int) {
@@ -91,6 +94,15 @@ final class LiveSender: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
     }
+
+    /// Sessions opened again after a failure, and seconds of media queued (for `/metrics`).
+    var health: (reconnects: Int, bufferedSeconds: Double) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (reconnects, Double(max(span(video: true), span(video: false))) / 1e6)
+    }
+
+    private var reconnects = 0
 
     /// Bytes held (for the pipeline's memory budget) and drops so far.
     var state: (bytes: Int, video: Int, audio: Int, failure: MediaError?) {
@@ -107,10 +119,19 @@ final class LiveSender: @unchecked Sendable {
         condition.unlock()
         guard started else { return }
         if exited.wait(timeout: .now() + grace) == .timedOut {
-            cancel.cancel()
+            cancelAndWake()
             exited.wait()
         }
+        exited.signal() // stays signalled: the thread has exited, for a later abort or finish
         dropAll()
+    }
+
+    /// Cancels every blocking call, and wakes every wait on `condition` to see it.
+    private func cancelAndWake() {
+        cancel.cancel()
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
     }
 
     /// Hangs up at once (the run failed elsewhere).
@@ -120,7 +141,7 @@ final class LiveSender: @unchecked Sendable {
         ending = true
         condition.broadcast()
         condition.unlock()
-        if started { exited.wait() }
+        if started { exited.wait(); exited.signal() }
         dropAll()
     }
 
@@ -244,10 +265,14 @@ final class LiveSender: @unchecked Sendable {
                 let muxer = session.0
                 condition.lock()
                 connected = true
+                condition.broadcast()
                 condition.unlock()
                 if let lostAt {
-                    out.event("reconnected", ["url": settings.url, "attempts": attempt,
-                                              "after": (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000])
+                    condition.lock()
+                    reconnects += 1
+                    condition.unlock()
+                    out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
+                                                 after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
                 }
                 attempt = 0
                 lostAt = nil
@@ -263,11 +288,12 @@ final class LiveSender: @unchecked Sendable {
                     condition.lock()
                     connected = false
                     let stop = ending
+                    condition.broadcast()
                     condition.unlock()
-                    out.event("disconnected", ["url": settings.url, "reason": "\(error)"])
+                    out.event(.disconnected(.init(url: settings.shownURL, reason: Redaction.text("\(error)"))))
                     lostAt = Date()
                     if stop {
-                        out.warning("the stream to \(settings.url) broke while ending: what was still queued is not sent")
+                        out.warning("the stream to \(settings.shownURL) broke while ending: what was still queued is not sent")
                         return
                     }
                 }
@@ -278,13 +304,13 @@ final class LiveSender: @unchecked Sendable {
                 let stop = ending
                 condition.unlock()
                 if stop {
-                    out.warning("the run ended while \(settings.url) was unreachable (\(error)): what was queued is not sent")
+                    out.warning("the run ended while \(settings.shownURL) was unreachable (\(Redaction.text("\(error)"))): what was queued is not sent")
                     return
                 }
                 if attempt >= settings.attempts {
                     let tries = attempt + 1
                     condition.lock()
-                    failure = MediaError("cannot reach \(settings.url): \(error) (\(tries) attempt\(tries == 1 ? "" : "s"))")
+                    failure = MediaError("cannot reach \(settings.shownURL): \(Redaction.text("\(error)")) (\(tries) attempt\(tries == 1 ? "" : "s"))")
                     condition.broadcast()
                     condition.unlock()
                     return
@@ -293,7 +319,7 @@ final class LiveSender: @unchecked Sendable {
             // Backoff before the next attempt: the first delay, doubling up to the longest.
             attempt += 1
             let delay = min(settings.longestDelay, settings.firstDelay * pow(2, Double(attempt - 1)))
-            out.event("reconnecting", ["url": settings.url, "attempt": attempt, "of": settings.attempts, "delay": delay])
+            out.event(.reconnecting(.init(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay)))
             let deadline = Date(timeIntervalSinceNow: delay)
             condition.lock()
             while Date() < deadline && !ending && !cancel.isCancelled { _ = condition.wait(until: deadline) }
@@ -310,7 +336,7 @@ final class LiveSender: @unchecked Sendable {
             let known = streams.indices.allSatisfy { streams[$0] != nil || ended[$0] }
             if known && streams.contains(where: { $0 != nil }) { return !(ending && queue.isEmpty) }
             if ending || ended.allSatisfy({ $0 }) { return false }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+            condition.wait() // woken by push, inputEnded, finish, abort
         }
         return false
     }
@@ -346,7 +372,7 @@ final class LiveSender: @unchecked Sendable {
                     condition.unlock()
                     return
                 } else {
-                    _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+                    condition.wait() // woken by push, inputEnded, finish, abort
                 }
             }
             condition.broadcast()

@@ -68,6 +68,9 @@ final class LiveSinkCore {
 
     private func update(_ out: Outlet, final: Bool = false) throws {
         let s = sender.state
+        let health = sender.health
+        out.report("reconnects", Double(health.reconnects))
+        out.report("buffered_seconds", health.bufferedSeconds)
         out.account(heldBytes: s.bytes - accounted)
         accounted = s.bytes
         let newVideo = s.video - reported.video, newAudio = s.audio - reported.audio
@@ -76,7 +79,7 @@ final class LiveSinkCore {
             out.countDropped(newAudio, kind: .encodedAudio)
             reported = (s.video, s.audio)
             lastReport = Date()
-            out.event("dropped", ["video": s.video, "audio": s.audio])
+            out.event(.dropped(.init(video: s.video, audio: s.audio)))
         }
         if let failure = s.failure {
             out.account(heldBytes: -accounted)

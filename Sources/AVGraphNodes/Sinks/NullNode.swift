@@ -25,6 +25,6 @@ public final class NullNode: Node, @unchecked Sendable {
     }
 
     public func finish(_ out: Outlet) throws {
-        out.event("null", ["inputs": names, "counts": counts, "bytes": bytes])
+        out.event(.null(.init(inputs: names, counts: counts, bytes: bytes)))
     }
 }

@@ -17,7 +17,7 @@ public final class RtmpNode: Node, @unchecked Sendable {
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""
         guard url.hasPrefix("rtmp://") || url.hasPrefix("rtmps://") else {
-            throw NegotiationError("'\(url)' is not an RTMP address", option: "url", hint: "write it like rtmp://127.0.0.1:1935/live/stream")
+            throw NegotiationError("'\(Redaction.url(url))' is not an RTMP address", option: "url", hint: "write it like rtmp://127.0.0.1:1935/live/stream")
         }
         try LiveSinkOptions.checkInputs(n, container: "flv", what: "an RTMP stream (FLV)")
         return []

@@ -16,7 +16,7 @@ public final class SrtNode: Node, @unchecked Sendable {
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""
         guard url.hasPrefix("srt://") else {
-            throw NegotiationError("'\(url)' is not an SRT address", option: "url", hint: "write it like srt://127.0.0.1:9000")
+            throw NegotiationError("'\(Redaction.url(url))' is not an SRT address", option: "url", hint: "write it like srt://127.0.0.1:9000")
         }
         try LiveSinkOptions.checkInputs(n, container: "mpegts", what: "an SRT stream (MPEG-TS)")
         return []

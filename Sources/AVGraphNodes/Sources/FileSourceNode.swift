@@ -81,7 +81,24 @@ public final class FileSourceNode: Node, @unchecked Sendable {
         audio = try probe.audio.map { try Track(index: $0, output: 1, stream: probe.demuxer.stream($0), orientation: .up) }
     }
 
+    /// Damaged packets skipped in earlier plays, and the count last reported.
+    private var damagedBefore = 0
+    private var damagedReported = 0
+
+    private var damagedThisPlay: Int {
+        probe.demuxer.damagedPackets + [video, audio].compactMap { $0?.decoder.damagedPackets }.reduce(0, +)
+    }
+
+    /// Damage is skipped, as players do, and said: at the first, then each time the count doubles.
+    private func reportDamage(_ out: Outlet) {
+        let total = damagedBefore + damagedThisPlay
+        guard total > 0, total >= damagedReported * 2 else { return }
+        damagedReported = total
+        out.warning("'\(path)': skipped \(total) damaged packet\(total == 1 ? "" : "s") so far")
+    }
+
     public func produce(_ out: Outlet) throws -> Bool {
+        defer { reportDamage(out) }
         if !draining {
             if try probe.demuxer.read(into: packet) {
                 let i = Int(packet.pointee.stream_index)
@@ -102,6 +119,7 @@ public final class FileSourceNode: Node, @unchecked Sendable {
         if playsLeft > 0 { playsLeft -= 1 }
         guard playsLeft != 0, playEnd > loopOffset else { return false }
         loopOffset = playEnd
+        damagedBefore += damagedThisPlay
         probe = try FileProbe(path: path)
         try openTracks()
         return !pastEnd
@@ -159,6 +177,7 @@ struct FileProbe {
                                    pixelFormat: av_get_pix_fmt_name(AVPixelFormat(par.format)).map { String(cString: $0) } ?? "",
                                    frameRate: rate)
         f.timeBase = Rational(st.time_base)
+        f.tagged = orientation != .up
         return f
     }
 

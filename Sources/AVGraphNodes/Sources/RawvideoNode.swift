@@ -9,10 +9,12 @@ import Foundation
 /// two pictures of resident memory, none of it anonymous. Where the file cannot be mapped, each
 /// frame is read() into a pooled picture instead.
 ///
-/// A file truncated while it is mapped would make the next access to a vanished page raise
-/// SIGBUS: the size is checked (fstat) before each picture is handed out and a shrunk file ends
-/// the run with an error; a truncation in the microseconds between that check and the scaler
-/// reading the picture remains possible, as with any mapped input (ffmpeg reads instead).
+/// A file truncated while it is mapped makes any later access to a vanished page raise SIGBUS,
+/// on whichever thread touches the picture (the scaler, the encoder). The mapping is guarded:
+/// such an access reads zeros instead (see avg_mapping_guard in shim.h), and the next picture
+/// ends the run with an error naming the node, as does a size check (fstat) before each
+/// picture and a file replaced or removed under its path. Reading into pooled pictures instead
+/// would copy every picture (4.4 MB for a phone screen) and keep them resident.
 final class RawvideoNode: Node, @unchecked Sendable {
     static let typeName = "rawvideo"
     static let summary = "raw pictures from a file"
@@ -47,7 +49,9 @@ final class RawvideoNode: Node, @unchecked Sendable {
             }
         }
         let rate = n[Self.rate]
-        return [StreamFormat.video(width: size.width, height: size.height, pixelFormat: name, frameRate: rate)]
+        var f = StreamFormat.video(width: size.width, height: size.height, pixelFormat: name, frameRate: rate)
+        f.tagged = n[Self.orientation].contains { $0.value != .up }
+        return [f]
     }
 
     let rate: Rational
@@ -91,10 +95,7 @@ final class RawvideoNode: Node, @unchecked Sendable {
                 if plays >= 0 && played >= plays { return false }
                 fileFrame = 0
             }
-            var st = stat()
-            guard fstat(fd, &st) == 0, Int(st.st_size) >= m.length else {
-                throw MediaError("'\(path)' shrank while playing (now \(st.st_size) bytes, was \(m.length))")
-            }
+            try checkStillThere(m)
             let frame = try m.frame(offset: fileFrame * pool.pictureSize, size: pool.pictureSize, width: pool.width, height: pool.height,
                                     format: pool.pixelFormat, timeBase: rate.inverse, orientation: schedule.orientation(at: t))
             fileFrame += 1
@@ -111,6 +112,19 @@ final class RawvideoNode: Node, @unchecked Sendable {
         }
         guard got == pool.pictureSize else { throw MediaError("'\(path)' ends inside a frame (\(got) of \(pool.pictureSize) bytes)") }
         return emit(frame, out)
+    }
+
+    /// The file under the mapping must still be whole and the one at the path.
+    private func checkStillThere(_ m: MappedFile) throws {
+        var st = stat()
+        let measured = fstat(fd, &st) == 0
+        guard !m.vanished, measured, Int(st.st_size) >= m.length else {
+            throw MediaError("'\(path)' was truncated while playing (now \(st.st_size) bytes, was \(m.length))")
+        }
+        var now = stat()
+        guard stat(path, &now) == 0, now.st_ino == st.st_ino, now.st_dev == st.st_dev else {
+            throw MediaError("'\(path)' was replaced or removed while playing")
+        }
     }
 
     private func emit(_ frame: Frame, _ out: Outlet) -> Bool {
@@ -146,6 +160,8 @@ final class MappedFile: @unchecked Sendable {
     /// Bytes of one picture: what each frame's buffer spans.
     let pictureSize: Int
     private let reserved: Int
+    /// The guard slot (-1: unguarded, as when 64 mappings are guarded already).
+    private let guardSlot: Int32
     static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
 
     init?(fd: Int32, length: Int, pictureSize: Int) {
@@ -162,9 +178,16 @@ final class MappedFile: @unchecked Sendable {
         madvise(area, length, MADV_SEQUENTIAL)
         base = area
         self.length = length
+        guardSlot = avg_mapping_guard(area, mapped)
     }
 
-    deinit { munmap(base, reserved) }
+    deinit {
+        avg_mapping_unguard(guardSlot)
+        munmap(base, reserved)
+    }
+
+    /// Whether a picture touched a page the file no longer has (it read zeros).
+    var vanished: Bool { avg_mapping_hit(guardSlot) != 0 }
 
     /// A frame over `size` bytes at `offset` (tight lines, the file's layout). Writable in the
     /// sense of copy-on-write: a node that draws into it changes its own private pages only.
