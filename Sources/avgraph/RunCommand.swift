@@ -81,7 +81,7 @@ struct RunCommand: ParsableCommand {
         let run: PipelineRun
         do { run = try PipelineRun(checked, events: log, realtime: mode) } catch {
             let f = error as? PipelineRun.Failure
-            log.emit(.error(.init(f?.message ?? "\(error)")), node: f?.node)
+            log.emit(.error(.init(Redaction.text(f?.message ?? "\(error)"))), node: f?.node)
             log.flush()
             throw ExitCode(1)
         }

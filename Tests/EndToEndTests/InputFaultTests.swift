@@ -30,7 +30,7 @@ final class InputFaultTests: XCTestCase {
             try CLI.shell(["truncate", "-s", size, raw])
             let status = run.waitForExit()
             XCTAssertEqual(status, 1, "truncated to \(size): \(run.stderr)")
-            XCTAssertTrue(run.stderr.contains("'cam'") && run.stderr.contains("truncated"), run.stderr)
+            XCTAssertTrue(run.stderr.contains("cam (rawvideo):") && run.stderr.contains("truncated"), run.stderr)
             XCTAssertEqual(try RecordingSafetyTests.decodeErrors(out), "")
             XCTAssertGreaterThan(try CLI.videoFrameTimes(out).count, 30)
         }
@@ -46,7 +46,7 @@ final class InputFaultTests: XCTestCase {
         XCTAssertNotNil(run.waitFor(timeout: 30) { $0["event"] as? String == "stats" && ($0["media_time"] as? Double ?? 0) > 1 })
         XCTAssertEqual(rename(dir + "/other.yuv", raw), 0)
         XCTAssertEqual(run.waitForExit(), 1, run.stderr)
-        XCTAssertTrue(run.stderr.contains("'cam'") && run.stderr.contains("replaced"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("cam (rawvideo):") && run.stderr.contains("replaced"), run.stderr)
         XCTAssertEqual(try RecordingSafetyTests.decodeErrors(out), "")
     }
 

@@ -171,7 +171,7 @@ public final class Outlet: @unchecked Sendable {
     }
 
     /// A warning from this node: stderr shows it as `avgraph: warning: NAME (TYPE): message`.
-    public func warning(_ message: String) { run.events.emit(.warning(.init(message)), node: nodeName) }
+    public func warning(_ message: String) { run.events.emit(.warning(.init(Redaction.text(message))), node: nodeName) }
 
     /// An event from this node, e.g. `out.event(.level(.init(mediaTime: t, rms: r, peak: p)))`;
     /// a plugin's own: `out.event(.custom(.init("ducking", mediaTime: t, ["on": .bool(true)])))`.

@@ -243,11 +243,13 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     }
 
     func fail(_ node: String, _ error: Error) {
-        let f = Failure(node: node, message: "\(error)")
+        // A node's error may quote a URL with its stream key (FFmpeg's messages do).
+        let message = Redaction.text("\(error)")
+        let f = Failure(node: node, message: message)
         stateLock.lock()
         if failure == nil { failure = f }
         stateLock.unlock()
-        events.emit(.error(.init("\(error)")), node: node)
+        events.emit(.error(.init(message)), node: node)
         stop(reason: "error")
     }
 

@@ -64,8 +64,15 @@ final class FpsNode: Node, @unchecked Sendable {
             arrivalClock = out.clock
             // Live, a frame due now goes out now: waiting for its successor (to show the latest
             // frame of a slot) would hold every frame back one frame time. A second frame for a
-            // slot already shown waits for the next slot, as a repeat would.
-            if s >= next { show(s, out) }
+            // slot already shown waits for the next slot, as a repeat would; but one whose slot
+            // repeats already covered (the graph fell further behind during a stall than before
+            // it) goes out in the next slot as soon as that slot is due, or a steady stream of
+            // such frames would each be replaced before it showed: a frozen picture.
+            if s >= next {
+                show(s, out)
+            } else if Double(next) <= (out.clock - Self.latency) * rate.double {
+                show(next, out)
+            }
         }
     }
 
