@@ -23,7 +23,19 @@ public struct Checker {
 
     public func check(path: String, displayName: String? = nil) -> CheckedPipeline {
         let shown = displayName ?? path
-        let (root, loadDiagnostics) = PipeLoader.load(path: path, displayName: shown)
+        return check(PipeLoader.load(path: path, displayName: shown), path: path, shown: shown)
+    }
+
+    /// Checks `contents` as if read from `path` (relative paths in it resolve against its folder).
+    public func check(contents: Data, path: String) -> CheckedPipeline {
+        guard contents.count <= PipeLoader.maxFileBytes else {
+            return check((nil, [PipeLoader.tooBig(SourceLocation(file: path, line: 1, column: 1))]), path: path, shown: path)
+        }
+        return check(PipeLoader.parse(data: contents, file: path), path: path, shown: path)
+    }
+
+    private func check(_ loaded: (PipeValue?, [Diagnostic]), path: String, shown: String) -> CheckedPipeline {
+        let (root, loadDiagnostics) = loaded
         let base = ((path as NSString).deletingLastPathComponent as NSString).isEqual(to: "") ? "." : (path as NSString).deletingLastPathComponent
         let stem = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
         var result = CheckedPipeline(file: shown, baseDirectory: PathResolver.resolve(base, relativeTo: FileManager.default.currentDirectoryPath),
@@ -164,6 +176,7 @@ private struct Pass {
         connect()
         if !findCycles() { negotiate() }
         warnUnused()
+        warnOverBudget()
     }
 
     func parse(_ value: PipeValue, _ type: OptionType) -> OptionValue? {
@@ -256,9 +269,17 @@ private struct Pass {
             error(at, "file not found: '\(p)' (option '\(spec.name)' of '\(node)')", hint: "looked for \(resolved); paths are relative to the .pipe file")
         } else if isDir.boolValue {
             error(at, "'\(p)' is a folder, not a file (option '\(spec.name)' of '\(node)')")
+        } else if !Self.isRegularFile(resolved) {
+            // A node's format rule opens the file: a FIFO nobody writes to would hang check.
+            error(at, "'\(p)' is not a regular file (a FIFO or a device?) (option '\(spec.name)' of '\(node)')")
         } else if !FileManager.default.isReadableFile(atPath: resolved) {
             error(at, "file '\(p)' cannot be read (option '\(spec.name)' of '\(node)')")
         }
+    }
+
+    static func isRegularFile(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
     }
 
     mutating func parseQueue(_ v: PipeValue) -> QueueSpec? {
@@ -569,6 +590,25 @@ private struct Pass {
             return "its format rule returned \(f.kind.rawValue) for output pad '\(pad.name)', which carries \(pad.kindsText)"
         }
         return nil
+    }
+
+    /// Node types that hold media themselves say how much; more than `memory-limit` is worth a warning.
+    mutating func warnOverBudget() {
+        let limit = result.settings.memoryLimit
+        let realtime = result.realtime
+        for node in result.nodes where !broken.contains(node.name) {
+            guard let type = node.type as? any HoldsMemory.Type else { continue }
+            let bitrates = node.inputs.map { c -> Int? in
+                guard let up = index[c.from].map({ result.nodes[$0] }) else { return nil }
+                return up.options.int("maxrate") ?? up.options.int("bitrate")
+            }
+            let inputs = node.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, fromPad: $0.fromPad, format: $0.format ?? StreamFormat(kind: .rawVideo)) }
+            let n = Negotiation(nodeName: node.name, options: node.options, inputs: inputs, baseDirectory: result.baseDirectory, realtime: realtime)
+            guard let held = type.heldBytes(n, inputBitrates: bitrates), held.bytes > limit else { continue }
+            warning(held.option.flatMap { node.optionLocations[$0] } ?? node.location,
+                    "'\(node.name)' (\(type.typeName)) holds \(held.what): \(HeldMemory.megabytes(held.bytes)), over the pipeline's memory-limit of \(HeldMemory.megabytes(limit))",
+                    hint: "raise memory-limit, or make \(held.option.map { "'\($0)'" } ?? "it") smaller")
+        }
     }
 
     mutating func warnUnused() {

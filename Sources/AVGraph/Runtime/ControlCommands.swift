@@ -33,23 +33,10 @@ enum ControlCommands {
         case "set":
             guard let (node, spec) = lookup(req, run) else { return lookupError(req, run) }
             guard spec.live else { return fail("option '\(spec.name)' of '\(node.name)' cannot change while running (not live)") }
-            guard let raw = req["value"] else { return fail("missing \"value\"") }
-            let text: String
-            switch raw {
-            case let s as String: text = s
-            case let b as Bool: text = b ? "true" : "false"
-            case let n as NSNumber: text = n.stringValue
-            default:
-                guard let d = try? JSONSerialization.data(withJSONObject: raw), let s = String(data: d, encoding: .utf8) else {
-                    return fail("value must be a string, number, boolean, list or mapping")
-                }
-                text = s
-            }
-            let (parsed, diags) = PipeLoader.parse(data: Data(text.utf8), file: "ctl")
-            guard let parsed, diags.isEmpty else { return fail("cannot read value '\(text)'") }
             let value: OptionValue
-            do { value = try spec.type.parse(parsed) } catch {
-                return fail("\(node.name).\(spec.name): \(error.message)" + (error.hint.map { " (\($0))" } ?? ""))
+            switch setValue(req, node: node.name, spec: spec) {
+            case .success(let v): value = v
+            case .failure(let refusal): return refusal.reply
             }
             let done = DispatchSemaphore(value: 0)
             let result = ResultBox()
@@ -99,6 +86,30 @@ enum ControlCommands {
             decided = true
             timedOut = true
             return true
+        }
+    }
+
+    struct Refusal: Error { var reply: [String: Any] }
+
+    /// The `value` of a `set` request parsed as the option's type: all a client's bytes reach
+    /// before the run is asked for anything (what the control fuzz target drives).
+    static func setValue(_ req: [String: Any], node: String, spec: OptionSpec) -> Result<OptionValue, Refusal> {
+        guard let raw = req["value"] else { return .failure(Refusal(reply: fail("missing \"value\""))) }
+        let text: String
+        switch raw {
+        case let s as String: text = s
+        case let b as Bool: text = b ? "true" : "false"
+        case let n as NSNumber: text = n.stringValue
+        default:
+            guard let d = try? JSONSerialization.data(withJSONObject: raw), let s = String(data: d, encoding: .utf8) else {
+                return .failure(Refusal(reply: fail("value must be a string, number, boolean, list or mapping")))
+            }
+            text = s
+        }
+        let (parsed, diags) = PipeLoader.parse(data: Data(text.utf8), file: "ctl")
+        guard let parsed, diags.isEmpty else { return .failure(Refusal(reply: fail("cannot read value \(PipeValue.quoted(text))"))) }
+        do { return .success(try spec.type.parse(parsed)) } catch {
+            return .failure(Refusal(reply: fail("\(node).\(spec.name): \(error.message)" + (error.hint.map { " (\($0))" } ?? ""))))
         }
     }
 

@@ -5,7 +5,7 @@ import Foundation
 /// `avgraph ctl PIPELINE clip save PATH` writes that window as an MP4 that starts on a
 /// keyframe. Saving happens on the control thread from references to the held packets, so
 /// the pipeline runs on undisturbed while the file is written.
-public final class ClipsNode: Node, ControlResponder, @unchecked Sendable {
+public final class ClipsNode: Node, ControlResponder, HoldsMemory, @unchecked Sendable {
     public static let typeName = "clips"
     public static let summary = "keep the last seconds of encoded media in memory; write them as an MP4 on request"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true, doc: "encoded streams to keep")]
@@ -19,12 +19,24 @@ public final class ClipsNode: Node, ControlResponder, @unchecked Sendable {
         return []
     }
 
+    /// The window at the bitrates its encoders declare; a clip also reaches back to the keyframe
+    /// before the window, up to a GOP more.
+    public static func heldBytes(_ n: Negotiation, inputBitrates: [Int?]) -> HeldMemory? {
+        let known = inputBitrates.compactMap { $0 }
+        guard !known.isEmpty else { return nil }
+        let seconds = n[Self.window]
+        let bytes = Double(known.reduce(0, +)) / 8 * seconds
+        return HeldMemory(bytes: Int(min(bytes, 1e15)), what: "a \(String(format: "%g", seconds))s window at \(known.reduce(0, +) / 1000) kbit/s", option: "window")
+    }
+
     private let window: Int64
     private let lock = NSLock()
     /// Per input, packets in arrival order.
     private var held: [[Packet]]
     private var heldBytes = 0
     private var accounted = 0
+    /// The newest packet time seen (µs), so the window also slides on the clock alone.
+    private var newest = Int64.min
     private let hasVideo: [Bool]
 
     public init(_ setup: NodeSetup) throws {
@@ -38,14 +50,29 @@ public final class ClipsNode: Node, ControlResponder, @unchecked Sendable {
         lock.lock()
         held[input].append(p)
         heldBytes += p.byteCount
-        trim(newest: p.time)
+        newest = max(newest, p.time)
+        trimAndAccount(now: newest, out)
+    }
+
+    /// The window slides with the pipeline clock too, not only when a packet arrives: over
+    /// `memory-limit` video is dropped before it gets here, and a window that waited for the next
+    /// packet would hold its bytes (and keep video dropped) for good.
+    public func tick(_ out: Outlet) throws {
+        lock.lock()
+        trimAndAccount(now: max(newest, Int64(out.clock * 1e6)), out)
+    }
+
+    /// Called with `lock` held; releases it.
+    private func trimAndAccount(now: Int64, _ out: Outlet) {
+        trim(newest: now)
         let delta = heldBytes - accounted
         accounted = heldBytes
         lock.unlock()
-        out.account(heldBytes: delta)
+        if delta != 0 { out.account(heldBytes: delta) }
     }
 
-    /// Drops what is older than the window, but never the keyframe a clip must start on.
+    /// Drops what is older than the window, but never the keyframe a clip must start on, unless
+    /// everything held is older than the window (no packet came for a whole window).
     private func trim(newest: Int64) {
         let horizon = newest - window
         for i in held.indices {
@@ -56,7 +83,8 @@ public final class ClipsNode: Node, ControlResponder, @unchecked Sendable {
                 for (k, p) in held[i].enumerated() where p.isKeyframe {
                     if p.time <= horizon { lastKey = k } else { break }
                 }
-                drop = lastKey ?? 0
+                let anyInWindow = (held[i].last?.time ?? .min) > horizon
+                drop = anyInWindow ? lastKey ?? 0 : held[i].count
             } else {
                 drop = held[i].firstIndex { $0.time >= horizon } ?? held[i].count
             }
