@@ -5,7 +5,9 @@ public final class Demuxer {
     public let context: UnsafeMutablePointer<AVFormatContext>
     public let path: String
 
-    public init(path: String) throws {
+    /// `probe: false` skips decoding the first packets to learn the streams: for files whose
+    /// header says it all (an MP4's moov), when only packets are copied.
+    public init(path: String, probe: Bool = true) throws {
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         let opened = avformat_open_input(&ctx, path, nil, nil)
         guard opened >= 0, let ctx else {
@@ -14,7 +16,7 @@ public final class Demuxer {
         context = ctx
         self.path = path
         // Containers without a global header (ts, flv) only know sizes and rates after a few packets.
-        let probed = avformat_find_stream_info(ctx, nil)
+        let probed = probe ? avformat_find_stream_info(ctx, nil) : 0
         if probed < 0 {
             var c: UnsafeMutablePointer<AVFormatContext>? = ctx
             avformat_close_input(&c)
