@@ -98,7 +98,7 @@ public final class H264Node: Node, @unchecked Sendable {
     /// Realtime runs that set neither `tune` nor `lookahead` encode with x264's zerolatency
     /// tuning (no lookahead, no mb-tree, slice threads): each frame x264 looks ahead holds ~2.8 MB
     /// at 720p, and the phone path must fit in 50 MB. Measured with PushExample (720p out of
-    /// 1170x2532 pushes, 5 s): private memory 46.4 MB with a 1-frame lookahead, 36.0 MB with
+    /// 64x64 pushes, 5 s): private memory 46.4 MB with a 1-frame lookahead, 36.0 MB with
     /// zerolatency; on the bench's screen clip (W1 graph, one thread) SSIM against the lossless
     /// reference differs by ~0.0001 (mb-tree's gain), see docs/INGEST.md. A realtime run with a
     /// tune of its own keeps a 1-frame lookahead; offline runs keep the preset's (veryfast: 10).
