@@ -75,6 +75,8 @@ public final class NodeHarness: @unchecked Sendable {
     public func endInput(_ input: Int = 0) throws { try embedded.inputEnded(input) }
     public func tick(at clock: Double) throws { try embedded.tick(at: clock) }
     public func finish() throws { try embedded.finish() }
+    /// What the runtime calls on the other nodes when one fails: let go of everything, do not flush.
+    public func abort() { embedded.abort() }
     /// A live change as the runtime makes it: checked against the declaration, taken by the node
     /// now, announced as `applied` with the media time of the next buffer it emits.
     public func set(_ option: String, _ value: OptionValue) throws { try embedded.set(option, value) }

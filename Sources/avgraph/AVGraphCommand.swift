@@ -9,16 +9,17 @@ struct AVGraphCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "avgraph",
         abstract: "Run audio/video pipelines described as a graph of nodes in a .pipe file.",
+        version: AVGraphVersion.long,
         subcommands: [RunCommand.self, CheckCommand.self, InspectCommand.self, CtlCommand.self, FeedCommand.self]
     )
 
     /// ArgumentParser exits 64 on usage errors; docs/PIPE-FORMAT.md promises 2.
     static func main() {
+        ProcessSignals.prepareStandardStreams()
         if ProcessInfo.processInfo.environment["AVGRAPH_FFMPEG_LOG"] == nil { FFmpegLog.errorsOnly() } else { FFmpegLog.verbose() }
         // The live budget (50 MB for a phone's broadcast extension) counts resident pages: keep
         // x264's buffers on ordinary pages, resident only where touched.
         _ = avg_disable_transparent_hugepages()
-        ProcessSignals.ignoreBrokenPipes()
         do {
             var command = try parseAsRoot()
             try command.run()

@@ -9,25 +9,27 @@ struct CheckCommand: ParsableCommand {
         discussion: "Exit status: 0 all valid, 1 a file has errors, 2 usage error."
     )
 
-    enum OutputFormat: String, ExpressibleByArgument { case text, json }
+    enum OutputFormat: String, ExpressibleByArgument { case text, json, dot }
 
     @Argument(help: "The .pipe files to check.")
     var files: [String]
 
-    @Option(name: .long, help: "Output format: text (GCC-style) or json.")
+    @Option(name: .long, help: "Output format: text (GCC-style), json, or dot (the graph for Graphviz, each edge labelled with its format).")
     var format: OutputFormat = .text
 
     @Option(name: .customLong("set"), help: "Override an option: NODE.OPTION=VALUE (repeatable).")
     var sets: [String] = []
 
     @OptionGroup var pluginOptions: PluginOptions
+    @OptionGroup var fileTrust: FilePluginTrust
 
     func validate() throws {
         if files.isEmpty { throw ValidationError("give at least one .pipe file") }
     }
 
     func run() throws {
-        let checker = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets))
+        var checker = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets))
+        checker.loadsFilePlugins = fileTrust.allowPlugins
         var anyInvalid = false
         var printer = DiagnosticPrinter()
         var reports: [[String: Any]] = []
@@ -51,7 +53,12 @@ struct CheckCommand: ParsableCommand {
                     "nodes": result.nodes.map { n -> [String: Any] in
                         ["name": n.name, "type": n.type.typeName, "outputs": n.outputs.map(\.description)]
                     },
+                    "edges": result.edges.map(\.json),
                 ])
+            case .dot:
+                // The picture goes to stdout; what is wrong with the file goes where a person looks.
+                for d in result.diagnostics { Terminal.err(printer.render(d, path: file)) }
+                if result.isValid { print(GraphDot.render(result.graphJSON), terminator: "") }
             }
         }
         if format == .json {

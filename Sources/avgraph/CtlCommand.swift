@@ -11,7 +11,7 @@ struct CtlCommand: ParsableCommand {
         abstract: "Steer a running pipeline over its control socket.",
         discussion: """
         Commands: set NODE.OPTION VALUE | get NODE.OPTION | pause | resume | stop [--reason TEXT] |
-        stats | watch | clip save PATH
+        stats | watch | clip save PATH | graph (Graphviz DOT with live rates, queues and drops per edge)
         PIPELINE is the pipeline's name (its socket is found in the default place) or a socket path.
         """
     )
@@ -43,7 +43,7 @@ struct CtlCommand: ParsableCommand {
             guard args.count == 1 else { throw ValidationError("usage: ctl PIPELINE get NODE.OPTION") }
             let (n, o) = try nodeOption(args[0])
             return ["cmd": "get", "node": n, "option": o]
-        case "pause", "resume", "stats", "watch":
+        case "pause", "resume", "stats", "watch", "graph":
             guard args.isEmpty else { throw ValidationError("'\(verb)' takes no arguments") }
             return ["cmd": verb]
         case "stop":
@@ -55,7 +55,7 @@ struct CtlCommand: ParsableCommand {
             let path = args[1].hasPrefix("/") ? args[1] : FileManager.default.currentDirectoryPath + "/" + args[1]
             return ["cmd": "clip", "action": "save", "path": path]
         default:
-            throw ValidationError("unknown command '\(verb)'" + (Suggest.hint(for: verb, in: ["set", "get", "pause", "resume", "stop", "stats", "watch", "clip"]).map { "; \($0)" } ?? ""))
+            throw ValidationError("unknown command '\(verb)'" + (Suggest.hint(for: verb, in: ["set", "get", "pause", "resume", "stop", "stats", "watch", "clip", "graph"]).map { "; \($0)" } ?? ""))
         }
     }
 
@@ -85,6 +85,7 @@ struct CtlCommand: ParsableCommand {
                         Terminal.err("error: \(reply["error"] as? String ?? line)")
                         throw ExitCode(1)
                     }
+                    if req["cmd"] as? String == "graph" { print(GraphDot.render(reply), terminator: ""); return }
                     if req["cmd"] as? String != "watch" { print(line); return }
                     continue
                 }
@@ -102,7 +103,7 @@ struct CtlCommand: ParsableCommand {
     /// at the path first is refused, naming them, before the request is sent.
     func connectTo(_ path: String) throws -> Int32 {
         do { return try PrivateSocket.connect(path: path) } catch {
-            Terminal.err("error: cannot reach pipeline '\(pipeline)' at \(path): \(error)")
+            Terminal.err("error: cannot reach pipeline '\(pipeline)': \(error)")
             throw ExitCode(1)
         }
     }

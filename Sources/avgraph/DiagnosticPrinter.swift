@@ -7,7 +7,10 @@ struct DiagnosticPrinter {
 
     mutating func lines(of file: String, path: String) -> [Substring] {
         if let l = sourceLines[file] { return l }
-        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        // Only what check itself read: a regular file within the size cap (not a FIFO, not 10 GB).
+        var info = stat()
+        let readable = stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && info.st_size <= PipeLoader.maxFileBytes
+        let text = readable ? (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" : ""
         let l = text.split(separator: "\n", omittingEmptySubsequences: false)
         sourceLines[file] = l
         return l

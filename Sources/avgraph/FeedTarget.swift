@@ -12,16 +12,21 @@ enum FeedTarget {
     /// for it to appear, so feed may start just before the run).
     static func path(_ target: String, wait: Double) throws -> String {
         if target.contains("/") || target.hasSuffix(".sock") { return target }
+        // PIPELINE.NODE (node names have no dot, pipeline names may).
+        var named: String?
         if let dot = target.lastIndex(of: ".") {
             let node = String(target[target.index(after: dot)...])
-            return PrivateSocket.expectedPath(SocketSourceNode.ingestName(pipeline: String(target[..<dot]), node: node))
+            named = PrivateSocket.expectedPath(SocketSourceNode.ingestName(pipeline: String(target[..<dot]), node: node))
         }
         let folder = (PrivateSocket.expectedPath("x") as NSString).deletingLastPathComponent
         let prefix = target + ".", suffix = ".ingest.sock"
         let deadline = Date().addingTimeInterval(wait)
         while true {
+            var st = stat()
+            if let named, lstat(named, &st) == 0 { return named }
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
-                .filter { $0.hasPrefix(prefix) && $0.hasSuffix(suffix) && $0.count > prefix.count + suffix.count }
+                .filter { $0.hasPrefix(prefix) && $0.hasSuffix(suffix) && $0.count > prefix.count + suffix.count
+                    && !$0.dropFirst(prefix.count).dropLast(suffix.count).contains(".") }
                 .sorted()
             if names.count == 1 { return folder + "/" + names[0] }
             if names.count > 1 {

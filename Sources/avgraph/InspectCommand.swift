@@ -16,10 +16,18 @@ struct InspectCommand: ParsableCommand {
     @Option(name: .long, help: "Output format: text, or markdown (every type: the page docs/NODES.md is made of).")
     var format: OutputFormat = .text
 
+    @Flag(name: .long, help: "Print a JSON Schema of the .pipe format (every node type's options, plugins included) for editors.")
+    var schema = false
+
     @OptionGroup var pluginOptions: PluginOptions
 
     func run() throws {
         let registry = try pluginOptions.registry()
+        if schema {
+            let data = try JSONSerialization.data(withJSONObject: PipeSchema.json(registry), options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+            print(String(decoding: data, as: UTF8.self))
+            return
+        }
         if format == .markdown {
             print(NodeReference.markdown(registry), terminator: "")
             return

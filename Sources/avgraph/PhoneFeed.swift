@@ -44,12 +44,9 @@ final class PhoneFeed {
         start = Monotonic.now
         var disconnects = o.disconnects.sorted { $0.at < $1.at }
         var reconnectAt: Double?
-        while let item = try decoder.next() {
-            let t: Double
-            switch item {
-            case .video(_, let time): t = time
-            case .audio(_, let time): t = time
-            }
+        var ahead = TimeOrder(decoder)
+        while let item = try ahead.next() {
+            let t = item.time
             if let d = o.duration, t >= d { break }
             try sendMic(upTo: t)
             wait(until: t)
@@ -172,6 +169,41 @@ final class PhoneFeed {
                                                     timestamp: Int64((time * 1e6).rounded()), payloadSize: 2048)
             try samples.withUnsafeBytes { try send(IngestFraming.encode(header), payload: $0) }
             sent.mic += 1
+        }
+    }
+}
+
+/// Decoded items in time order across streams, as a capture device delivers them: a video
+/// decoder gives its first pictures only after a few packets (frame threads), by which time the
+/// audio beside them has been decoded; sent in decoding order, a session would open with audio
+/// the picture of the same instant only follows tens of milliseconds later.
+struct TimeOrder {
+    private let decoder: FileDecoder
+    private var pending: [FileDecoder.Item] = []
+    private var ended = false
+    /// How far ahead of the earliest pending item decoding may run to find the other stream.
+    private let horizon = 0.5
+
+    init(_ decoder: FileDecoder) { self.decoder = decoder }
+
+    mutating func next() throws -> FileDecoder.Item? {
+        while !ended {
+            let hasVideo = pending.contains { if case .video = $0 { true } else { false } }
+            let hasAudio = pending.contains { if case .audio = $0 { true } else { false } }
+            let span = (pending.map(\.time).max() ?? 0) - (pending.map(\.time).min() ?? 0)
+            if hasVideo && hasAudio || span > horizon { break }
+            guard let item = try decoder.next() else { ended = true; break }
+            pending.append(item)
+        }
+        guard let i = pending.indices.min(by: { pending[$0].time < pending[$1].time }) else { return nil }
+        return pending.remove(at: i)
+    }
+}
+
+extension FileDecoder.Item {
+    var time: Double {
+        switch self {
+        case .video(_, let t), .audio(_, let t): return t
         }
     }
 }

@@ -20,3 +20,10 @@ struct PluginOptions: ParsableArguments {
         return registry
     }
 }
+
+/// `--allow-plugins` of `check` and `inspect FILE`: without it the plugins a `.pipe` file names
+/// are not loaded, so looking at a file runs none of its code.
+struct FilePluginTrust: ParsableArguments {
+    @Flag(name: .customLong("allow-plugins"), help: "Load the plugins a .pipe file names (runs their code); without it their node types are reported as not loaded.")
+    var allowPlugins = false
+}

@@ -8,7 +8,8 @@ struct RunCommand: ParsableCommand {
         abstract: "Check a .pipe file, then run it.",
         discussion: """
         SIGINT/SIGTERM stop cleanly: encoders are flushed and files finalized.
-        Exit status: 0 clean end, 1 invalid file or runtime error (naming the node), 2 usage error.
+        Exit status: 0 a clean end with media recorded, 1 invalid file or runtime error (naming the node),
+        2 usage error, 3 the run ended but no sink got any media (e.g. no producer came).
         """
     )
 
@@ -22,6 +23,8 @@ struct RunCommand: ParsableCommand {
 
     @OptionGroup var pluginOptions: PluginOptions
 
+    @OptionGroup var logging: LoggingOptions
+
     @Option(name: .long, help: "Write events to stdout, one JSON object a line.")
     var events: EventFormat?
 
@@ -34,15 +37,36 @@ struct RunCommand: ParsableCommand {
     @Flag(name: .long, help: "Run as fast as possible.")
     var offline = false
 
+    @Option(name: .long, help: "Seconds between stats (status line, stats events, live rates), e.g. 0.5.")
+    var statsInterval: Double = 1
+
+    @Option(name: .long, help: ArgumentHelp("Serve Prometheus metrics at http://ADDRESS/metrics, e.g. 127.0.0.1:9464 (loopback only, unless --metrics-allow-remote).",
+                                            valueName: "address"))
+    var metrics: String?
+
+    @Flag(name: .long, help: "Let --metrics listen on an address other than loopback (anyone who reaches it can read the figures).")
+    var metricsAllowRemote = false
+
     func validate() throws {
         if realtime && offline { throw ValidationError("--realtime and --offline exclude each other") }
         if let duration, ValueSyntax.duration(duration) == nil {
             throw ValidationError("--duration takes a duration like 10s or 500ms, got '\(duration)'")
         }
+        if !(0.05...3600).contains(statsInterval) { throw ValidationError("--stats-interval takes seconds from 0.05 to 3600, got \(statsInterval)") }
+        if let metrics {
+            guard let a = MetricsServer.Address(metrics) else {
+                throw ValidationError("--metrics takes HOST:PORT like 127.0.0.1:9464 or [::1]:9464, got '\(metrics)'")
+            }
+            if !a.isLoopback && !metricsAllowRemote {
+                throw ValidationError("--metrics \(metrics) is not a loopback address: add --metrics-allow-remote to serve it beyond this machine")
+            }
+        }
     }
 
     func run() throws {
-        var checked = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets)).check(path: file)
+        var checker = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets))
+        checker.loadsFilePlugins = true  // running a file means trusting it; its plugins are checked for ownership and mode
+        var checked = checker.check(path: file)
         if let duration, let d = ValueSyntax.duration(duration) { checked.settings.duration = d }
         var printer = DiagnosticPrinter()
         for d in checked.diagnostics { Terminal.err(printer.render(d, path: file)) }
@@ -50,12 +74,15 @@ struct RunCommand: ParsableCommand {
             Terminal.err("\(file): not run: fix the errors above (avgraph check \(file))")
             throw ExitCode(1)
         }
+        let reporter = StderrReporter(settings: try logging.settings(nodes: checked.nodes.map(\.name)), pipeline: checked)
         let log = EventLog(output: events == .json ? .json : .none)
+        reporter.attach(log)
         let mode: Bool? = realtime ? true : offline ? false : nil
         let run: PipelineRun
         do { run = try PipelineRun(checked, events: log, realtime: mode) } catch {
-            log.emit(.error(.init("\(error)")))
-            Terminal.err("error: \(error)")
+            let f = error as? PipelineRun.Failure
+            log.emit(.error(.init(Redaction.text(f?.message ?? "\(error)"))), node: f?.node)
+            log.flush()
             throw ExitCode(1)
         }
         var control: ControlServer?
@@ -64,70 +91,32 @@ struct RunCommand: ParsableCommand {
         } catch {
             // A `control:` path the file asks for is not silently dropped (it may name a file that is not a socket).
             if checked.settings.control != nil {
-                Terminal.err("error: \(error)")
+                reporter.say(.error, node: nil, "\(error)")
                 throw ExitCode(1)
             }
-            Terminal.err("warning: no control socket: \(error)")
+            reporter.say(.warning, node: nil, "no control socket: \(error)")
         }
         defer { control?.close() }
+        run.statsInterval = statsInterval
+        var metricsServer: MetricsServer?
+        if let metrics, let address = MetricsServer.Address(metrics) {
+            do { metricsServer = try MetricsServer(address, run: run) } catch {
+                reporter.say(.error, node: nil, "\(error)")
+                throw ExitCode(1)
+            }
+            if Terminal.isTTY && events == nil { Terminal.err("metrics: \(address.url)") }
+        }
+        defer { metricsServer?.close() }
         if let path = control?.path { run.onStart = { log.emit(.control(.init(socket: path))) } }
         let stopper = SignalStopper(run: run)
         stopper.install()
         let status = StatusLine(pipeline: checked, enabled: Terminal.isTTY && events == nil)
-        log.onEvent { if case .stats(let s) = $0.kind { status.update(s, wall: $0.wall) } }
-        do {
-            try run.run()
-            status.finish()
-        } catch {
-            status.finish()
-            Terminal.err("error: \(error)")
-            throw ExitCode(1)
-        }
-        if !Terminal.isTTY || events != nil { return }
-        Terminal.err("done: \(checked.settings.name)")
-    }
-}
-
-/// One line on the terminal, rewritten each second: media time, fps, bitrate, queues, drops, memory.
-final class StatusLine: @unchecked Sendable {
-    let enabled: Bool
-    let encoders: [String]
-    let videoEncoders: Set<String>
-    private var last: (wall: Double, bytes: Int, frames: Int)?
-    private var fps = 0.0, kbps = 0.0
-    private var printed = false
-
-    init(pipeline: CheckedPipeline, enabled: Bool) {
-        self.enabled = enabled
-        encoders = pipeline.nodes.filter { $0.outputs.contains { $0.kind.isEncoded } }.map(\.name)
-        videoEncoders = Set(pipeline.nodes.filter { $0.outputs.contains { $0.kind == .encodedVideo } }.map(\.name))
-    }
-
-    func update(_ s: Event.Stats, wall: Double) {
-        guard enabled else { return }
-        var bytes = 0, frames = 0
-        var queues: [String] = []
-        for n in s.nodes {
-            if encoders.contains(n.node) { bytes += n.bytes?.reduce(0, +) ?? 0 }
-            if videoEncoders.contains(n.node) { frames += n.emitted?.reduce(0, +) ?? 0 }
-            if !n.queue.isEmpty { queues.append(n.queue.map(String.init).joined(separator: "+")) }
-        }
-        // Rates over at least half a second: the final snapshot right after the flush would be noise.
-        if let last, wall - last.wall >= 0.5 {
-            fps = Double(frames - last.frames) / (wall - last.wall)
-            kbps = Double(bytes - last.bytes) * 8 / 1000 / (wall - last.wall)
-            self.last = (wall, bytes, frames)
-        } else if last == nil {
-            last = (wall, bytes, frames)
-        }
-        let rss = Double(s.rss) / 1_048_576
-        let line = String(format: "time %7.2fs | %5.1f fps | %7.0f kbit/s | queues %@ | drops %d | rss %.0f MB",
-                          s.mediaTime, fps, kbps, queues.joined(separator: " "), s.dropped, rss)
-        FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
-        printed = true
-    }
-
-    func finish() {
-        if printed { FileHandle.standardError.write(Data("\n".utf8)) }
+        log.onEvent { [unowned run] in if case .stats(let s) = $0.kind { status.update(run, s, wall: $0.wall) } }
+        var failure: Error?
+        do { try run.run() } catch { failure = error }
+        log.flush()
+        status.finish()
+        let code = reporter.finish(failed: failure)
+        if code != 0 { throw ExitCode(code) }
     }
 }

@@ -3,8 +3,16 @@ import Foundation
 
 enum ProcessSignals {
     /// A reader that goes away (`avgraph run ... | head -1`) must end the event stream, not the
-    /// run: writes to it fail with EPIPE instead (see StandardStreams).
-    static func ignoreBrokenPipes() { signal(SIGPIPE, SIG_IGN) }
+    /// run: writes to it fail with EPIPE instead (see StandardStreams). A standard stream closed
+    /// at the start (`>&-`) is held by /dev/null: else the next file opened (a recording) would
+    /// take its number and receive the events.
+    static func prepareStandardStreams() {
+        signal(SIGPIPE, SIG_IGN)
+        for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+            // open() takes the lowest free number: this one.
+            _ = open("/dev/null", O_RDWR)
+        }
+    }
 }
 
 /// SIGINT/SIGTERM (and SIGHUP: a recorder outlives the terminal that started it) end the

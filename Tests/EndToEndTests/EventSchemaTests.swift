@@ -145,6 +145,28 @@ final class EventSchemaTests: XCTestCase {
         XCTAssertFalse(threads.string.split(separator: " ").contains { UInt(String($0)) == emitter }, "a listener ran on the emitting thread")
     }
 
+    /// A consumer that stops reading holds back at most `pendingLimit` events: past that the debug
+    /// kinds are dropped and counted, warnings still all arrive, in order.
+    func testAStuckConsumerBoundsWhatIsHeldAndDropsOnlyDebugEvents() {
+        let log = EventLog(output: .none)
+        let gate = DispatchSemaphore(value: 0)
+        let warnings = CLI.DataBox()
+        log.onEvent { event in
+            if case .start = event.kind { gate.wait() }
+            if case .warning(let w) = event.kind { warnings.append(Data((w.message + ",").utf8)) }
+        }
+        log.emit(.start(.init(pipeline: "p", realtime: true, nodes: 1, duration: nil)))
+        let level = Event.Kind.level(.init(mediaTime: 0, rms: [-20], peak: [-10]))
+        for i in 0..<(EventLog.pendingLimit + 5000) {
+            log.emit(level, node: "meter")
+            if i % 5000 == 0 { log.emit(.warning(.init("w\(i)"))) }
+        }
+        XCTAssertGreaterThanOrEqual(log.droppedForBackpressure, 5000 - 5)
+        gate.signal()
+        log.flush()
+        XCTAssertEqual(warnings.string, "w0,w5000,w10000,")
+    }
+
     static func threadID() -> UInt { UInt(pthread_self()) }
 
     /// Emits 100 warnings and a stop from this thread; returns its id.

@@ -30,7 +30,7 @@ final class InputFaultTests: XCTestCase {
             try CLI.shell(["truncate", "-s", size, raw])
             let status = run.waitForExit()
             XCTAssertEqual(status, 1, "truncated to \(size): \(run.stderr)")
-            XCTAssertTrue(run.stderr.contains("'cam'") && run.stderr.contains("truncated"), run.stderr)
+            XCTAssertTrue(run.stderr.contains("cam (rawvideo):") && run.stderr.contains("truncated"), run.stderr)
             XCTAssertEqual(try RecordingSafetyTests.decodeErrors(out), "")
             XCTAssertGreaterThan(try CLI.videoFrameTimes(out).count, 30)
         }
@@ -46,7 +46,7 @@ final class InputFaultTests: XCTestCase {
         XCTAssertNotNil(run.waitFor(timeout: 30) { $0["event"] as? String == "stats" && ($0["media_time"] as? Double ?? 0) > 1 })
         XCTAssertEqual(rename(dir + "/other.yuv", raw), 0)
         XCTAssertEqual(run.waitForExit(), 1, run.stderr)
-        XCTAssertTrue(run.stderr.contains("'cam'") && run.stderr.contains("replaced"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("cam (rawvideo):") && run.stderr.contains("replaced"), run.stderr)
         XCTAssertEqual(try RecordingSafetyTests.decodeErrors(out), "")
     }
 
@@ -76,10 +76,14 @@ final class InputFaultTests: XCTestCase {
         XCTAssertEqual(r.status, 0, r.stderr)
         let warnings = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             .filter { $0["event"] as? String == "warning" && $0["node"] as? String == "in" }
-        // "skipped N damaged packets so far": the count is in the message (warnings carry only text).
-        let counted = warnings.compactMap { ($0["message"] as? String)?.firstMatch(of: /skipped (\d+) damaged/).flatMap { Int($0.1) } }.max() ?? 0
-        XCTAssertGreaterThan(counted, 0, r.stdout)
-        XCTAssertTrue((warnings.first?["message"] as? String ?? "").contains("damaged"), "\(warnings)")
+        // "'.../bad.ts': skipped 12 damaged packets so far": the count is in the message.
+        let counted = warnings.compactMap { w -> Int? in
+            let words = (w["message"] as? String ?? "").split(separator: " ")
+            guard let i = words.firstIndex(of: "damaged"), i > 0 else { return nil }
+            return Int(words[i - 1])
+        }
+        XCTAssertGreaterThan(counted.max() ?? 0, 0, r.stdout)
+        XCTAssertEqual(counted, counted.sorted(), "the count only grows")
         XCTAssertEqual(try RecordingSafetyTests.decodeErrors(dir + "/out.mp4"), "")
         let held = try RecordingSafetyTests.decodedSeconds(dir + "/out.mp4")
         XCTAssertEqual(held.video, 10, accuracy: 0.5)

@@ -124,6 +124,37 @@ final class RecordingSafetyTests: XCTestCase {
         XCTAssertTrue(outcome.failures.isEmpty, outcome.failures.joined(separator: "\n"))
     }
 
+    /// kill -9 while the clean end rewrites the journal as a regular MP4: the journal at the
+    /// path is whole (it decodes and holds the whole run); the next run there clears the
+    /// half-made copy.
+    func testKillNineWhileFinalizingKeepsTheWholeJournal() throws {
+        let dir = CLI.scratch()
+        let out = dir + "/live.mp4", temporary = dir + "/.live.mp4.finalizing"
+        var caught = false
+        for _ in 0..<3 where !caught {
+            let run = try BackgroundRun(["run", CLI.packageRoot + "/pipelines/live.pipe", "--duration", "30s", "--set", "out.path=\(out)",
+                                         "--set", "out.overwrite=true"])
+            // The copy is made in tens of milliseconds: watch for it closely.
+            while run.process.isRunning {
+                if FileManager.default.fileExists(atPath: temporary) {
+                    kill(run.process.processIdentifier, SIGKILL)
+                    caught = true
+                    break
+                }
+                usleep(500)
+            }
+            _ = run.waitForExit()
+        }
+        guard caught else { throw XCTSkip("the rewrite was over before it could be seen, three times") }
+        XCTAssertEqual(try Self.decodeErrors(out), "")
+        let held = try Self.packetSeconds(out)
+        XCTAssertEqual(min(held.video, held.audio), 30, accuracy: 0.05)
+        XCTAssertTrue(CLI.topLevelBoxes(out).contains("moof"), "the journal, fragmented")
+        let r = try CLI.run(["run", CLI.packageRoot + "/pipelines/live.pipe", "--duration", "1s", "--set", "out.path=\(out)", "--set", "out.overwrite=true"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), ["live.mp4"])
+    }
+
     /// A clean end gives a regular MP4: the index (moov) before the media, no fragments, no
     /// temporary left beside it.
     func testCleanEndIsFaststart() throws {
@@ -174,6 +205,19 @@ final class RecordingSafetyTests: XCTestCase {
         XCTAssertEqual(try Self.decodeErrors(out), "")
         let held = try Self.decodedSeconds(out)
         XCTAssertGreaterThanOrEqual(min(held.video, held.audio), 5.0)
+
+        // Standard output and error closed from the start: the recording must not take their
+        // descriptors (it would receive the events).
+        let closed = dir + "/closed.mp4"
+        let q = Process()
+        q.executableURL = URL(fileURLWithPath: "/bin/bash")
+        q.arguments = ["-c", "\"$0\" run pipelines/live.pipe --duration 3s --events json --set out.path=\(closed) >&- 2>&-", CLI.binary]
+        q.currentDirectoryURL = URL(fileURLWithPath: CLI.packageRoot)
+        try q.run()
+        q.waitUntilExit()
+        XCTAssertEqual(q.terminationStatus, 0)
+        XCTAssertEqual(try Self.decodeErrors(closed), "")
+        XCTAssertEqual(try Self.decodedSeconds(closed).video, 3, accuracy: 0.05)
     }
 
     /// A second signal while stopping only answers: the file is finalized (faststart). A third
@@ -243,7 +287,7 @@ final class RecordingSafetyTests: XCTestCase {
         CLI.write(text, to: dir + "/diskfull.pipe")
         let r = try CLI.run(["run", dir + "/diskfull.pipe", "--duration", "30s", "--set", "out.path=\(disk)/live.mp4"])
         XCTAssertEqual(r.status, 1, r.stderr)
-        XCTAssertTrue(r.stderr.contains("'out'") && r.stderr.contains("the disk is full") && r.stderr.contains("\(disk)/live.mp4"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("out (file): ") && r.stderr.contains("the disk is full") && r.stderr.contains("\(disk)/live.mp4"), r.stderr)
         XCTAssertEqual(try Self.decodeErrors(disk + "/live.mp4"), "")
         let held = try Self.decodedSeconds(disk + "/live.mp4")
         XCTAssertGreaterThan(min(held.video, held.audio), 5, "2.5 Mbit/s in 3 MB")

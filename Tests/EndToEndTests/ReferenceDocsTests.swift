@@ -5,18 +5,7 @@ import XCTest
 final class ReferenceDocsTests: XCTestCase {
     /// docs/NODES.md is `avgraph inspect --format markdown` of the built-in node set, byte for byte.
     func testNodeReferenceIsGeneratedFromTheCode() throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: CLI.binary)
-        p.arguments = ["inspect", "--format", "markdown"]
-        var env = ProcessInfo.processInfo.environment
-        env.removeValue(forKey: "AVGRAPH_PLUGIN_PATH")
-        p.environment = env
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let generated = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0)
+        let generated = try CLI.builtInOutput(["inspect", "--format", "markdown"])
         let committed = try Data(contentsOf: URL(fileURLWithPath: CLI.packageRoot + "/docs/NODES.md"))
         XCTAssertTrue(generated.count > 1000, "the generated reference is suspiciously short")
         XCTAssertEqual(String(decoding: committed, as: UTF8.self), String(decoding: generated, as: UTF8.self),

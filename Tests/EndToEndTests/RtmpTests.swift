@@ -90,8 +90,10 @@ final class RtmpTests: XCTestCase {
         let r = try CLI.run(liveArgs(dir, url: url, duration: "20s",
                                      ["--set", "live.reconnect={attempts: 2, backoff: 200ms..400ms}"]), timeout: 60)
         XCTAssertEqual(r.status, 1)
-        XCTAssertTrue(r.stderr.contains("'live'"), "names the sink: \(r.stderr)")
-        XCTAssertTrue(r.stderr.contains(url), "names the URL: \(r.stderr)")
+        XCTAssertTrue(r.stderr.contains("avgraph: error: live (rtmp): "), "names the sink: \(r.stderr)")
+        // The stream key ("stream") masked (docs/CONTROL.md): the host, port and application stay.
+        XCTAssertTrue(r.stderr.contains(url.replacingOccurrences(of: "/live/stream", with: "/live/***")), "names the URL: \(r.stderr)")
+        XCTAssertFalse(r.stderr.contains(url), "without its stream key: \(r.stderr)")
         XCTAssertEqual(r.stdout.components(separatedBy: "\"reconnecting\"").count - 1, 2, "two attempts after the first")
         let file = dir + "/record.mp4"
         XCTAssertEqual(try decodeErrors(file), "", "the recording was finalized and plays")

@@ -168,7 +168,9 @@ final class SocketIngestTests: XCTestCase {
         let dir = CLI.scratch()
         let (run, _) = try startRun(dir, extra: "duration: 3s")
         XCTAssertNotNil(run.waitFor(timeout: 5) { ($0["message"] as? String)?.contains("waiting for a producer") ?? false })
-        XCTAssertEqual(run.waitForExit(timeout: 20), 0, run.stderr)
+        // Nothing was recorded: the exit status says so (3), and so does stderr.
+        XCTAssertEqual(run.waitForExit(timeout: 20), 3, run.stderr)
+        XCTAssertTrue(run.stderr.contains("ended and wrote nothing: phone (socket) waited"), run.stderr)
     }
 
     static func connect(_ path: String) throws -> Int32 {

@@ -89,7 +89,9 @@ final class PluginLoaderTests: XCTestCase {
           src: {type: testsrc, duration: 1s}
           out: {type: null, in: src}
         """.write(toFile: path, atomically: true, encoding: .utf8)
-        let checked = Checker(registry: BuiltinNodes.registry()).check(path: path)
+        var checker = Checker(registry: BuiltinNodes.registry())
+        checker.loadsFilePlugins = true
+        let checked = checker.check(path: path)
         let d = try XCTUnwrap(checked.diagnostics.first)
         XCTAssertEqual([d.location.line, d.location.column], [2, 5])
         XCTAssertTrue(d.message.contains("libGone.so") && d.message.contains("not found"), d.message)

@@ -87,7 +87,7 @@ final class PluginTests: XCTestCase {
         }
         try pipe(opacity: 1, out: "out.mp4").write(toFile: dir + "/plugins.pipe", atomically: true, encoding: .utf8)
         try pipe(opacity: 0, out: "bare.mp4").write(toFile: dir + "/bare.pipe", atomically: true, encoding: .utf8)
-        XCTAssertTrue(try avgraph(["check", dir + "/plugins.pipe"]).out.contains("ok (9 nodes)"))
+        XCTAssertTrue(try avgraph(["check", "--allow-plugins", dir + "/plugins.pipe"]).out.contains("ok (9 nodes)"))
         try avgraph(["run", dir + "/plugins.pipe"])
         try avgraph(["run", dir + "/bare.pipe"])
 

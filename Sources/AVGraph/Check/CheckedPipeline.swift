@@ -33,6 +33,8 @@ public struct CheckedNode: @unchecked Sendable {
     public var inLocation: SourceLocation?
     public var outputs: [StreamFormat]
     public var queue: QueueSpec?
+    /// Where the type came from: `built-in` or a plugin file's path.
+    public var origin = "built-in"
 }
 
 public struct PipelineSettings: Sendable {

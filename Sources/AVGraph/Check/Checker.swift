@@ -6,6 +6,11 @@ import Foundation
 public struct Checker {
     public let registry: NodeRegistry
     public var overrides: [OptionOverride] = []
+    /// Whether the `plugins:` a file names are loaded, which runs their code (constructors
+    /// first). Off unless set: `run` and an embedding app set it; `check` and `inspect` only with
+    /// `--allow-plugins`, so looking at a downloaded file never runs a library lying beside it.
+    /// Plugins from `--plugin` are in `registry` already and not affected.
+    public var loadsFilePlugins = false
 
     public init(registry: NodeRegistry, overrides: [OptionOverride] = []) {
         self.registry = registry
@@ -64,6 +69,8 @@ private struct Pass {
     /// The checker's node types plus this file's `plugins:` (loaded into a copy, so one file's
     /// plugins never leak into the next file checked).
     var registry: NodeRegistry
+    /// The file's plugins that were not loaded (`loadsFilePlugins` off).
+    var unloadedPlugins: [String] = []
 
     init(checker: Checker, file: String, result: CheckedPipeline) {
         self.checker = checker
@@ -77,10 +84,18 @@ private struct Pass {
     }
 
     mutating func loadPlugin(_ path: String, at location: SourceLocation) {
+        guard checker.loadsFilePlugins else {
+            unloadedPlugins.append(path)
+            warning(location, "plugin \(path) not loaded: checking a file runs no code it names",
+                    hint: "pass --allow-plugins to load the plugins the file names, if you trust them")
+            return
+        }
         if registry === checker.registry { registry = checker.registry.copy() }
-        do { try PluginLoader.load(path, into: registry) } catch {
+        var warnings: [String] = []
+        do { try PluginLoader.load(path, into: registry, warn: { warnings.append($0) }) } catch {
             self.error(location, error.message, hint: error.reason == .notFound ? "plugin paths are relative to the .pipe file" : nil)
         }
+        for w in warnings { warning(location, w) }
     }
 
     func hint(for word: String, in candidates: @autoclosure () -> [String]) -> String? {
@@ -186,13 +201,20 @@ private struct Pass {
         }
         guard let typeName = typeEntry.value.scalar,
               let type = registry.resolve(typeName, hasInputs: body.contains { $0.key == "in" }) else {
-            error(typeEntry.value.location, "unknown node type \(typeEntry.value.shown)",
-                  hint: hint(for: typeEntry.value.scalar ?? "", in: registry.names) ?? "`avgraph inspect` lists the node types")
+            if !unloadedPlugins.isEmpty {
+                let plugins = unloadedPlugins.map { ($0 as NSString).lastPathComponent }.joined(separator: ", ")
+                error(typeEntry.value.location, "unknown node type \(typeEntry.value.shown): the file's plugins (\(plugins)) were not loaded, so their node types are not known",
+                      hint: "check runs no code a .pipe file names; pass --allow-plugins to load its plugins, if you trust them")
+            } else {
+                error(typeEntry.value.location, "unknown node type \(typeEntry.value.shown)",
+                      hint: hint(for: typeEntry.value.scalar ?? "", in: registry.names) ?? "`avgraph inspect` lists the node types")
+            }
             broken.insert(name)
             return
         }
         var node = CheckedNode(name: name, type: type, location: e.keyLocation, typeLocation: typeEntry.value.location,
                                options: OptionValues(), optionLocations: [:], inputs: [], inLocation: nil, outputs: [], queue: nil)
+        node.origin = registry.origin(of: typeName) ?? "built-in"
         var optionsOK = true
         for entry in body where entry.key != "type" {
             switch entry.key {

@@ -80,14 +80,14 @@ extension OptionType {
         case .choice(let choices):
             let s = try scalar()
             guard choices.contains(s) else {
-                throw ValueProblem(message: "'\(s)' is not one of \(choices.joined(separator: ", "))",
+                throw ValueProblem(message: "\(PipeValue.quoted(s)) is not one of \(choices.joined(separator: ", "))",
                                    hint: Suggest.hint(for: s, in: choices))
             }
             return .string(s)
         case .size:
             let s = try scalar()
             guard let v = ValueSyntax.size(s) else { throw bad(s) }
-            guard v.width <= 16384, v.height <= 16384 else { throw ValueProblem(message: "size '\(s)' is out of range (1x1..16384x16384)") }
+            guard v.width <= 16384, v.height <= 16384 else { throw ValueProblem(message: "size \(PipeValue.quoted(s)) is out of range (1x1..16384x16384)") }
             return .size(width: v.width, height: v.height)
         case .rate(let r):
             let s = try scalar()
@@ -128,7 +128,7 @@ extension OptionType {
         case .orientation:
             let s = try scalar()
             guard let o = Orientation(rawValue: s) else {
-                throw ValueProblem(message: "'\(s)' is not an orientation", hint: Suggest.hint(for: s, in: Orientation.allCases.map(\.rawValue))
+                throw ValueProblem(message: "\(PipeValue.quoted(s)) is not an orientation", hint: Suggest.hint(for: s, in: Orientation.allCases.map(\.rawValue))
                     ?? "use one of \(Orientation.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             return .orientation(o)
@@ -163,7 +163,7 @@ extension OptionType {
             case "false", "no": return .loop(1)
             default:
                 guard let n = Int(s), n >= 1 else {
-                    throw ValueProblem(message: "'\(s)' is not a valid loop value", hint: "write false, true or a play count like 3")
+                    throw ValueProblem(message: "\(PipeValue.quoted(s)) is not a valid loop value", hint: "write false, true or a play count like 3")
                 }
                 return .loop(n)
             }
@@ -173,7 +173,7 @@ extension OptionType {
             let s = try scalar()
             guard let r = ValueSyntax.region(s) else { throw bad(s) }
             guard r.width <= 16384, r.height <= 16384, r.x <= 65535, r.y <= 65535 else {
-                throw ValueProblem(message: "region '\(s)' is out of range (corner up to 65535,65535, size up to 16384x16384)")
+                throw ValueProblem(message: "region \(PipeValue.quoted(s)) is out of range (corner up to 65535,65535, size up to 16384x16384)")
             }
             return .region(x: r.x, y: r.y, width: r.width, height: r.height)
         case .perInput(let inner):
@@ -218,15 +218,15 @@ extension OptionType {
                 }
                 let parts = s.components(separatedBy: "..")
                 guard parts.count <= 2, let a = ValueSyntax.duration(parts[0]), let b = ValueSyntax.duration(parts.last!) else {
-                    throw ValueProblem(message: "'\(s)' is not a delay range", hint: "write it like 1s..30s or 500ms", at: e.value.location)
+                    throw ValueProblem(message: "\(PipeValue.quoted(s)) is not a delay range", hint: "write it like 1s..30s or 500ms", at: e.value.location)
                 }
                 guard a <= b, b <= 3600 else {
-                    throw ValueProblem(message: "backoff '\(s)' must go from a shorter to a longer delay, at most 1h", at: e.value.location)
+                    throw ValueProblem(message: "backoff \(PipeValue.quoted(s)) must go from a shorter to a longer delay, at most 1h", at: e.value.location)
                 }
                 first = a
                 longest = b
             default:
-                throw ValueProblem(message: "unknown key '\(e.key)'", hint: Suggest.hint(for: e.key, in: ["attempts", "backoff"]) ?? "use attempts, backoff",
+                throw ValueProblem(message: "unknown key \(PipeValue.quoted(e.key))", hint: Suggest.hint(for: e.key, in: ["attempts", "backoff"]) ?? "use attempts, backoff",
                                    at: e.keyLocation)
             }
         }
@@ -242,7 +242,7 @@ extension OptionType {
                 throw ValueProblem(message: "a schedule entry must be a mapping, got \(item.shown)", hint: "write it like \(example)", at: item.location)
             }
             for e in entries where !keys.contains(e.key) {
-                throw ValueProblem(message: "unknown schedule key '\(e.key)'", hint: Suggest.hint(for: e.key, in: keys) ?? "use \(keys.joined(separator: ", "))", at: e.keyLocation)
+                throw ValueProblem(message: "unknown schedule key \(PipeValue.quoted(e.key))", hint: Suggest.hint(for: e.key, in: keys) ?? "use \(keys.joined(separator: ", "))", at: e.keyLocation)
             }
         }
         return items

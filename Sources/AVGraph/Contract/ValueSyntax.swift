@@ -79,7 +79,8 @@ public enum ValueSyntax {
             guard let db = Double(t.dropLast(2).trimmingCharacters(in: .whitespaces)), db.isFinite, db <= 60 else { return nil }
             return pow(10, db / 20)
         }
-        guard let v = Double(t), v >= 0, v.isFinite else { return nil }
+        // The same ceiling as in dB: +60 dB is a factor of 1000.
+        guard let v = Double(t), v >= 0, v <= 1000 else { return nil }
         return v
     }
 

@@ -1,10 +1,23 @@
 import CFFmpeg
 import Foundation
 
-/// FFmpeg's own log goes to stderr; a tool prints its own messages and keeps FFmpeg's for errors.
+/// FFmpeg's own log. By default it goes to stderr as FFmpeg writes it, errors only. A tool that
+/// prints its own messages routes it (`route`): every line reaches a handler with its level and
+/// the node whose thread logged it, so "which node?" has an answer when a codec complains.
 /// Either way each line passes through `Redaction.text`: FFmpeg's protocols quote the URL they
 /// failed on, stream key and SRT passphrase included.
 public enum FFmpegLog {
+    /// One line FFmpeg logged.
+    public struct Line: Sendable {
+        /// FFmpeg's level: `AV_LOG_ERROR` (16), `AV_LOG_WARNING` (24), `AV_LOG_INFO` (32), `AV_LOG_VERBOSE` (40), `AV_LOG_DEBUG` (48).
+        public var level: Int32
+        /// The node running on the thread that logged it (see `tag`), else the thread's name.
+        public var node: String?
+        /// The FFmpeg component (`libx264`, `mov,mp4,m4a,3gp,3g2,mj2`), if it said.
+        public var component: String?
+        public var text: String
+    }
+
     public static func errorsOnly() { avg_log_quiet(); redacting() }
     public static func verbose() { av_log_set_level(AV_LOG_INFO); redacting() }
 
@@ -17,5 +30,48 @@ public enum FFmpegLog {
             let text = Redaction.text(String(cString: line))
             FileHandle.standardError.write(Data(text.utf8))
         }
+    }
+
+    nonisolated(unsafe) private static var handler: (@Sendable (Line) -> Void)?
+    private static let handlerLock = NSLock()
+
+    /// Sends every line at `maxLevel` or more severe to `handler` (from whatever thread logged it).
+    public static func route(maxLevel: Int32, to handler: @escaping @Sendable (Line) -> Void) {
+        handlerLock.lock()
+        self.handler = handler
+        handlerLock.unlock()
+        av_log_set_level(maxLevel)
+        av_log_set_callback { avcl, level, format, args in
+            guard level <= av_log_get_level(), let format, let args else { return }
+            var buffer = [CChar](repeating: 0, count: 2048)
+            var printPrefix: Int32 = 0
+            _ = av_log_format_line2(avcl, level, format, args, &buffer, Int32(buffer.count), &printPrefix)
+            let text = Redaction.text(String(cString: buffer)).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !text.isEmpty else { return }
+            FFmpegLog.deliver(Line(level: level, node: FFmpegLog.currentTag, component: FFmpegLog.component(avcl), text: text))
+        }
+    }
+
+    private static func deliver(_ line: Line) {
+        handlerLock.lock()
+        let h = handler
+        handlerLock.unlock()
+        h?(line)
+    }
+
+    private static func component(_ avcl: UnsafeMutableRawPointer?) -> String? {
+        guard let avcl, let cls = avcl.assumingMemoryBound(to: UnsafePointer<AVClass>?.self).pointee,
+              let itemName = cls.pointee.item_name, let name = itemName(avcl) else { return nil }
+        return String(cString: name)
+    }
+
+    private static let tagKey = "avgraph.node"
+
+    /// Names the node the calling thread works for: FFmpeg lines logged on it carry that name.
+    public static func tag(node: String?) { Thread.current.threadDictionary[tagKey] = node }
+
+    static var currentTag: String? {
+        let thread = Thread.current
+        return thread.threadDictionary[tagKey] as? String ?? thread.name.flatMap { $0.isEmpty ? nil : $0 }
     }
 }

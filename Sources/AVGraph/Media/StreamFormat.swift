@@ -17,6 +17,12 @@ public struct StreamFormat: Sendable, Equatable, CustomStringConvertible {
     /// The picture size can change mid-stream (an orientation schedule that turns the picture);
     /// `width`/`height` are then the first size. Only a `resize` makes it fixed again.
     public var sizeVaries = false
+    /// Pictures may carry an orientation tag other than `up` (a phone's, a schedule's) that a
+    /// consumer must still apply; `orient` and `resize` stand them upright.
+    public var tagged = false
+    /// Encoded media: the encoder's profile (`high`, `lc`) and target bit rate (0: quality-based).
+    public var profile = ""
+    public var bitRate = 0
 
     public init(kind: MediaKind) { self.kind = kind }
 

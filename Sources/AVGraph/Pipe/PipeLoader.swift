@@ -12,17 +12,28 @@ public enum PipeLoader {
     public static func load(path: String, displayName: String? = nil) -> (PipeValue?, [Diagnostic]) {
         let name = displayName ?? path
         let start = SourceLocation(file: name, line: 1, column: 1)
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            let exists = FileManager.default.fileExists(atPath: path)
-            return (nil, [.error(start, exists ? "cannot read the file (permission denied?)" : "no such file")])
+        // Non-blocking open, then only a regular file is read: a FIFO nobody writes to would
+        // otherwise wait forever, and a device never end.
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            let why = errno == ENOENT ? "no such file" : errno == EACCES ? "cannot read the file (permission denied)" : "cannot open the file: \(String(cString: strerror(errno)))"
+            return (nil, [.error(start, why)])
         }
-        defer { try? handle.close() }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            let kind = info.st_mode & S_IFMT == S_IFDIR ? "a folder" : "not a regular file"
+            return (nil, [.error(start, "\(kind), not a .pipe file")])
+        }
+        if info.st_size > maxFileBytes { return (nil, [tooBig(start)]) }
         let data = (try? handle.read(upToCount: maxFileBytes + 1)) ?? Data()
-        if data.count > maxFileBytes {
-            return (nil, [.error(start, "file is larger than \(maxFileBytes / 1024) KiB; a .pipe file describes a graph and is never this big",
-                                 hint: "is this the right file?")])
-        }
+        if data.count > maxFileBytes { return (nil, [tooBig(start)]) }
         return parse(data: data, file: name)
+    }
+
+    static func tooBig(_ start: SourceLocation) -> Diagnostic {
+        .error(start, "file is larger than \(maxFileBytes / 1024) KiB; a .pipe file describes a graph and is never this big",
+               hint: "is this the right file?")
     }
 
     public static func parse(data: Data, file: String) -> (PipeValue?, [Diagnostic]) {
@@ -32,7 +43,7 @@ public enum PipeLoader {
             return (nil, [.error(loc, "file holds binary data (a NUL byte), not YAML text")])
         }
         guard let text = String(data: data, encoding: .utf8) else {
-            return (nil, [.error(start, "file is not valid UTF-8 text")])
+            return (nil, [.error(location(ofByte: firstInvalidUTF8(data), in: data, file: file), "file is not valid UTF-8 text")])
         }
         if text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
             return (nil, [.error(start, "file is empty", hint: "a pipeline needs at least 'nodes:'")])
@@ -66,6 +77,19 @@ public enum PipeLoader {
         var value: PipeValue?
         var diagnostic: Diagnostic?
         let done = DispatchSemaphore(value: 0)
+    }
+
+    static func firstInvalidUTF8(_ data: Data) -> Int {
+        var parser = Unicode.UTF8.ForwardParser()
+        var bytes = data.makeIterator()
+        var offset = 0
+        while true {
+            switch parser.parseScalar(from: &bytes) {
+            case .valid(let scalar): offset += scalar.count
+            case .error: return offset
+            case .emptyInput: return 0
+            }
+        }
     }
 
     static func location(ofByte offset: Int, in data: Data, file: String) -> SourceLocation {

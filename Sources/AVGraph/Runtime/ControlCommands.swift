@@ -12,6 +12,10 @@ enum ControlCommands {
             s["ok"] = true
             s["paused"] = run.isPaused
             return s
+        case "graph":
+            var g = run.graphSnapshot()
+            g["ok"] = true
+            return g
         case "pause":
             return run.pause() ? ["ok": true] : fail("already paused")
         case "resume":
@@ -66,7 +70,7 @@ enum ControlCommands {
         case "clip":
             return run.clipCommand(req)
         default:
-            return fail("unknown command '\(cmd)'" + (Suggest.hint(for: cmd, in: ["set", "get", "pause", "resume", "stop", "stats", "watch", "clip"]).map { "; \($0)" } ?? ""))
+            return fail("unknown command '\(cmd)'" + (Suggest.hint(for: cmd, in: ["set", "get", "pause", "resume", "stop", "stats", "watch", "clip", "graph"]).map { "; \($0)" } ?? ""))
         }
     }
 

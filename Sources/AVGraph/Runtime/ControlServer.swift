@@ -35,6 +35,8 @@ public final class ControlServer: @unchecked Sendable {
         let fd: Int32
         var open = true
         var watching = false
+        /// Its socket refused more (EAGAIN): no send is tried until poll says it takes more.
+        var blocked = false
         var chunks: [[UInt8]] = []
         var offset = 0
         var queued = 0
@@ -166,8 +168,11 @@ public final class ControlServer: @unchecked Sendable {
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
         lock.lock()
         enqueue(Array(data) + [10], client)
-        flush(client)
+        let rest = !client.blocked && !flush(client)
+        if rest { client.blocked = true }
         lock.unlock()
+        // What the socket did not take now is the writer's, once the client reads.
+        if rest { wakeWriter() }
     }
 
     /// Under the lock: adds a line to the client's queue, or hangs up on a client that has let
@@ -236,16 +241,24 @@ public final class ControlServer: @unchecked Sendable {
         while true {
             lock.lock()
             if closed { lock.unlock(); return }
-            var waiting: [Int32] = []
+            // A blocked client is not tried again at every event (200 stuck watchers would cost
+            // 200 failed sends per event), only when poll says its socket takes more.
+            var waiting: [Client] = []
             for c in clients where !c.chunks.isEmpty {
-                if !flush(c) { waiting.append(c.fd) }
+                if !c.blocked && !flush(c) { c.blocked = true }
+                if c.blocked { waiting.append(c) }
             }
+            let waitingFDs = waiting.map(\.fd)
             lock.unlock()
             // The fds may be closed and reused while polling: a wrong wake-up only costs a retry,
             // since every send happens under the lock after checking the client is still open.
-            var fds = [pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)] + waiting.map { pollfd(fd: $0, events: Int16(POLLOUT), revents: 0) }
-            _ = poll(&fds, nfds_t(fds.count), waiting.isEmpty ? -1 : 200)
+            var fds = [pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)] + waitingFDs.map { pollfd(fd: $0, events: Int16(POLLOUT), revents: 0) }
+            let ready = poll(&fds, nfds_t(fds.count), waiting.isEmpty ? -1 : 1000)
             if fds[0].revents != 0 { while Glibc.read(wake[0], &drain, drain.count) > 0 {} }
+            lock.lock()
+            // Writable (or hung up: the send then says so); after a quiet second, all are tried again.
+            for (i, c) in waiting.enumerated() where fds[i + 1].revents != 0 || ready == 0 { c.blocked = false }
+            lock.unlock()
         }
     }
 

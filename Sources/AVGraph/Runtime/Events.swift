@@ -8,8 +8,10 @@ import Foundation
 // Adding an event kind (a small change in three places, checked by EventSchemaTests):
 //  1. a payload struct in EventKinds.swift (Codable, Sendable, `static let eventName = "..."`,
 //     snake_case JSON keys through CodingKeys);
-//  2. a case in `Event.Kind` below, one line in `payload` and one in `decoders`;
-//  3. a `$defs` entry and a line in the `oneOf` of docs/events.schema.json, and a row in docs/EVENTS.md.
+//  2. a case in `Event.Kind` below, one line in `payload` and one in `decoders`, and its
+//     `severity` and `text` in EventText.swift (the compiler points at each switch);
+//  3. a `$defs` entry, its name in `properties.event.enum` and an if/then line in `allOf` of
+//     docs/events.schema.json, and a row in docs/EVENTS.md; a sample in EventSchemaTests.testEverySwiftKindIsInTheSchema.
 // A node emits it with `out.event(.myKind(.init(...)))`; the runtime adds `node` and `wall`.
 // A plugin that needs its own event uses `.custom(Custom(name:mediaTime:values:))` instead.
 
@@ -210,10 +212,30 @@ public final class EventLog: @unchecked Sendable {
     /// Seconds since the log was made (the run's start), to the millisecond.
     public var wall: Double { (Date().timeIntervalSince(started) * 1000).rounded() / 1000 }
 
+    /// Events handed over and not yet delivered: a consumer that stops reading (a stdout pipe
+    /// nobody drains) must not grow this without bound. Past the limit the debug kinds (`stats`,
+    /// `level`) are dropped and counted; warnings, errors and the rest always go through.
+    public static let pendingLimit = 10_000
+    private var pending = 0
+    public private(set) var droppedForBackpressure = 0
+
     /// Records `kind` (from `node`, if a node's) and hands it to the delivery queue.
     public func emit(_ kind: Event.Kind, node: String? = nil) {
         let event = Event(kind, node: node, wall: wall)
-        delivery.async { [self] in deliver(event) }
+        lock.lock()
+        if pending >= Self.pendingLimit && event.severity == .debug {
+            droppedForBackpressure += 1
+            lock.unlock()
+            return
+        }
+        pending += 1
+        lock.unlock()
+        delivery.async { [self] in
+            deliver(event)
+            lock.lock()
+            pending -= 1
+            lock.unlock()
+        }
     }
 
     /// Returns once every event emitted before the call has been delivered.

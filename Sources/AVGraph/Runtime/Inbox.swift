@@ -69,7 +69,8 @@ final class Inbox: @unchecked Sendable {
             switch lane.policy {
             case .block:
                 if closed || stopping() && lane.count >= lane.capacity * 4 { lane.dropped += 1; return false }
-                condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+                // Woken by the consumer taking an item, `close`, or the run stopping (`wake`).
+                condition.wait()
                 if closed { lane.dropped += 1; return false }
                 continue
             case .dropNewest:
@@ -97,6 +98,13 @@ final class Inbox: @unchecked Sendable {
     func end(lane i: Int) {
         condition.lock()
         lanes[i].ended = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Wakes producers waiting on a full lane: the run is stopping.
+    func wake() {
+        condition.lock()
         condition.broadcast()
         condition.unlock()
     }

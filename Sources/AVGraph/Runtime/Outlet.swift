@@ -53,6 +53,10 @@ public final class Outlet: @unchecked Sendable {
     /// Seconds of media the pipeline clock has advanced (realtime runs: wall time since start,
     /// less the time spent paused, so nodes that act on the clock stand still during a pause).
     public var clock: Double { run.mediaClock }
+    /// The clock a live source stamps its media on (realtime runs: wall seconds since the start).
+    /// The runtime then cuts the output timeline: what precedes the run's first media and the
+    /// paused spans are left out, the same for every source, so `clock` and emitted times agree.
+    public var sourceClock: Double { run.clock }
     public var events: EventLog { run.events }
 
     /// Sends `buffer` to every node connected to output `output`. Sources are paced by the clock
@@ -73,7 +77,7 @@ public final class Outlet: @unchecked Sendable {
                 reachedEnd = true
                 return
             }
-            if case .frame(let f) = buffer, f.emittedAt == nil { f.emittedAt = run.clock }
+            if case .frame(let f) = buffer, f.emittedAt == nil { f.emittedAt = run.mediaClock }
         }
         statsLock.lock()
         if watchingFirstEmission && firstEmissionAfterMark == nil { firstEmissionAfterMark = t }
@@ -144,6 +148,22 @@ public final class Outlet: @unchecked Sendable {
         statsLock.unlock()
     }
 
+    /// A figure of the node's own for `/metrics` (a live sink's `reconnects`, `buffered_seconds`).
+    /// Safe from any thread.
+    public func report(_ name: String, _ value: Double) {
+        statsLock.lock()
+        gauges[name] = value
+        statsLock.unlock()
+    }
+
+    private var gauges: [String: Double] = [:]
+
+    var reported: [String: Double] {
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        return gauges
+    }
+
     var droppedByNode: [MediaKind: Int] {
         statsLock.lock()
         defer { statsLock.unlock() }
@@ -151,7 +171,7 @@ public final class Outlet: @unchecked Sendable {
     }
 
     /// A warning from this node: stderr shows it as `avgraph: warning: NAME (TYPE): message`.
-    public func warning(_ message: String) { run.events.emit(.warning(.init(message)), node: nodeName) }
+    public func warning(_ message: String) { run.events.emit(.warning(.init(Redaction.text(message))), node: nodeName) }
 
     /// An event from this node, e.g. `out.event(.level(.init(mediaTime: t, rms: r, peak: p)))`;
     /// a plugin's own: `out.event(.custom(.init("ducking", mediaTime: t, ["on": .bool(true)])))`.

@@ -55,6 +55,9 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     private let finished = DispatchGroup()
     /// Called right after the `start` event (the CLI announces the control socket there).
     public var onStart: (@Sendable () -> Void)?
+    /// Seconds between `stats` snapshots (events, status line, the live rates of `ctl graph`).
+    public var statsInterval = 1.0
+    let rates = EmissionRates()
 
     public init(_ pipeline: CheckedPipeline, events: EventLog, realtime: Bool? = nil) throws {
         precondition(pipeline.isValid, "run only checked pipelines")
@@ -63,6 +66,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         self.realtime = realtime ?? pipeline.realtime
         self.duration = pipeline.settings.duration
         memory = MemoryBudget(limit: pipeline.settings.memoryLimit)
+        timeline.grid = FrameGrid(rates: pipeline.nodes.flatMap { $0.outputs.filter { $0.kind == .rawVideo }.map(\.frameRate) })
         try build()
     }
 
@@ -99,6 +103,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                     return Inbox.Lane(capacity: capacity, policy: policy, kind: kind)
                 }
                 let node: any Node
+                FFmpegLog.tag(node: n.name)
+                defer { FFmpegLog.tag(node: nil) }
                 do { node = try n.type.init(setup) } catch {
                     throw Failure(node: n.name, message: "\(error)")
                 }
@@ -141,11 +147,16 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     /// Seconds since the run started.
     public var clock: Double { Date().timeIntervalSince(startWall) }
 
+    /// Woken by `stop`: a source waiting for its media time ends its wait at once.
+    private let wake = NSCondition()
+
     func waitUntil(mediaTime t: Double) {
+        wake.lock()
+        defer { wake.unlock() }
         while !isStopping {
             let wait = t - clock
             if wait <= 0 { return }
-            usleep(UInt32(min(wait, 0.05) * 1e6))
+            _ = wake.wait(until: Date(timeIntervalSinceNow: wait))
         }
     }
 
@@ -182,14 +193,14 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         return true
     }
 
-    /// Wall seconds since the start, less the paused spans; frozen while paused.
+    /// Wall seconds since the start, less what the timeline cuts (before the first media, paused
+    /// spans); frozen while paused.
     public var mediaClock: Double {
         let now = clock
         stateLock.lock()
         defer { stateLock.unlock() }
-        var paused = pausedSpans.reduce(0) { $0 + $1.end - $1.start }
-        if let p = pausedAt { paused += now - p }
-        return now - paused
+        if let p = pausedAt { return p - timelineCut(before: p) }
+        return now - timelineCut(before: now)
     }
 
     public var isPaused: Bool { stateLock.lock(); defer { stateLock.unlock() }; return pausedAt != nil }
@@ -197,14 +208,23 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     func pauseState(at t: Double) -> PauseDecision {
         stateLock.lock()
         defer { stateLock.unlock() }
-        if pausedSpans.isEmpty && pausedAt == nil { return .keep }
         if let p = pausedAt, t >= p { return .discard }
-        var shift = 0.0
-        for span in pausedSpans {
-            if t >= span.end { shift += span.end - span.start } else if t >= span.start { return .discard }
-        }
-        return .shift(shift)
+        if pausedSpans.contains(where: { t >= $0.start && t < $0.end }) { return .discard }
+        if timeline.firstMedia == nil && realtime { timeline.firstMedia = t }
+        let cut = timelineCut(before: t)
+        return t < cut ? .discard : cut > 0 ? .shift(cut) : .keep
     }
+
+    /// What the output timeline leaves out before source time `t`: everything before the first
+    /// media (a producer that connects late, a paused start), then the paused spans; a whole
+    /// number of frame periods, so cutting never moves video off its frame grid relative to audio.
+    private func timelineCut(before t: Double) -> Double {
+        guard let first = timeline.firstMedia else { return pausedSpans.filter { $0.end <= t }.reduce(0) { $0 + $1.end - $1.start } }
+        let paused = pausedSpans.filter { $0.start >= first && $0.end <= t }.reduce(0) { $0 + $1.end - $1.start }
+        return timeline.grid.floor(first + paused)
+    }
+
+    private var timeline = (firstMedia: Double?.none, grid: FrameGrid(rates: []))
 
     /// Ends the sources; everything downstream drains and finalizes.
     public func stop(reason: String = "stop") {
@@ -213,15 +233,23 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         stopping = true
         if first { stopReason = reason }
         stateLock.unlock()
-        if first { events.emit(.stopping(.init(reason: reason))) }
+        guard first else { return }
+        wake.lock()
+        wake.broadcast()
+        wake.unlock()
+        // Producers blocked on a full lane look at `isStopping` again.
+        for r in runners { r.inbox.wake() }
+        events.emit(.stopping(.init(reason: reason)))
     }
 
     func fail(_ node: String, _ error: Error) {
-        let f = Failure(node: node, message: "\(error)")
+        // A node's error may quote a URL with its stream key (FFmpeg's messages do).
+        let message = Redaction.text("\(error)")
+        let f = Failure(node: node, message: message)
         stateLock.lock()
         if failure == nil { failure = f }
         stateLock.unlock()
-        events.emit(.error(.init("\(error)")), node: node)
+        events.emit(.error(.init(message)), node: node)
         stop(reason: "error")
     }
 
@@ -240,7 +268,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             thread.stackSize = 4 << 20
             thread.start()
         }
-        while finished.wait(timeout: .now() + 1) == .timedOut {
+        while finished.wait(timeout: .now() + statsInterval) == .timedOut {
+            rates.sample(self)
             events.emit(.stats(stats()))
         }
         let s = stats()
@@ -256,6 +285,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
 
     private func loop(_ r: NodeRunner) {
         let out = r.outlet!
+        FFmpegLog.tag(node: r.name)
         do {
             if r.isSource {
                 while !isStopping && !out.reachedEnd {

@@ -8,10 +8,12 @@ import Foundation
 /// starts late, pauses or has gaps contributes silence there and never shifts another input.
 /// Output comes in 1024-sample blocks; offline, a block goes out only once every open input has
 /// covered it (so runs are deterministic); in realtime runs the clock also pushes blocks out a
-/// little behind wall time, filling inputs that lag with silence.
+/// little behind wall time, filling inputs that lag with silence. A look-ahead limiter
+/// (PeakLimiter) holds the mix's true peak under `ceiling`, with room for a lossy encoder's
+/// overshoot; it delays the signal by a few ms internally, never its timestamps.
 public final class MixerNode: Node, @unchecked Sendable {
     public static let typeName = "mixer"
-    public static let summary = "mixes audio inputs aligned by timestamp; silence for late or paused inputs; soft limiter"
+    public static let summary = "mixes audio inputs aligned by timestamp; silence for late or paused inputs; true-peak limiter"
     public static let inputs = [PadSpec("in", [.rawAudio], variadic: true, doc: "audio of any rate, channel count and sample format")]
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "fltp at 'rate' and 'channels', pts in samples")]
     static let rate = Setting.int("rate", 8000...384_000, default: 48000, doc: "output sample rate in Hz")
@@ -25,7 +27,9 @@ public final class MixerNode: Node, @unchecked Sendable {
         doc: "timestamp jitter absorbed without realigning an input; larger jumps become silence or are trimmed")
     static let lead = Setting.duration("lead", 0.05...30, default: "500ms",
         doc: "how far one input may run ahead of the slowest before the mixer stops taking it (bounds memory)")
-    public static let options = [rate.spec, channels.spec, gain.spec, mute.spec, latency.spec, tolerance.spec, lead.spec]
+    static let ceiling = Setting.gain("ceiling", default: "-2dB",
+        doc: "true peak the limiter holds the mix under (look-ahead, inter-sample peaks included); -2 dBTP leaves AAC's overshoot room, so the decoded stream stays under -1 dBTP (EBU R128 for lossy delivery)")
+    public static let options = [rate.spec, channels.spec, gain.spec, mute.spec, latency.spec, tolerance.spec, lead.spec, ceiling.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let names = inputNames(n.inputs)
@@ -67,6 +71,8 @@ public final class MixerNode: Node, @unchecked Sendable {
         var muted = false
         /// The gain used at the end of the last block; a change ramps from it over one block.
         var currentGain = 1.0
+        /// Whether the input delivered since the last clock tick (realtime runs).
+        var heardSinceTick = false
         let source: Negotiation.Input
         init(_ source: Negotiation.Input, name: String) { self.source = source; self.name = name }
         var started: Bool { expected != nil }
@@ -84,6 +90,12 @@ public final class MixerNode: Node, @unchecked Sendable {
     private var inputs: [Input]
     /// Output index of the next block; nil until the timeline's start is known.
     private var next: Int64?
+    private let limiter: PeakLimiter
+    /// The output block being filled from the limiter (which runs `delay` samples behind the
+    /// mix), and how much of it is filled; blocks keep their 1024 samples and timestamps.
+    private var outBlock: (frame: Frame, filled: Int)?
+    /// Output index of the limiter's next sample.
+    private var limited: Int64?
 
     public init(_ setup: NodeSetup) throws {
         rate = setup[Self.rate]
@@ -93,6 +105,7 @@ public final class MixerNode: Node, @unchecked Sendable {
         tolerance = setup[Self.tolerance] * Double(rate)
         lead = Int64(setup[Self.lead] * Double(rate))
         pool = try AudioFramePool(format: AV_SAMPLE_FMT_FLTP, channels: channels, sampleRate: rate, capacity: block)
+        limiter = PeakLimiter(channels: channels, rate: rate, ceiling: Float(min(setup[Self.ceiling], 1)))
         inputs = zip(setup.inputs, Self.inputNames(setup.inputs)).map { Input($0, name: $1) }
         for (i, input) in inputs.enumerated() {
             let f = setup.inputs[i].format
@@ -106,6 +119,7 @@ public final class MixerNode: Node, @unchecked Sendable {
 
     public func receive(_ buffer: MediaBuffer, input index: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame, frame.sampleCount > 0 else { return }
+        inputs[index].heardSinceTick = true
         try place(frame, on: inputs[index])
         try emitReady(out)
     }
@@ -179,10 +193,20 @@ public final class MixerNode: Node, @unchecked Sendable {
 
     // MARK: output
 
-    public func tick(_ out: Outlet) throws { try emitReady(out) }
+    public func tick(_ out: Outlet) throws {
+        try emitReady(out)
+        for input in inputs { input.heardSinceTick = false }
+    }
 
     private func emitReady(_ out: Outlet) throws {
-        let forcedUntil: Int64? = out.realtime ? Int64(((out.clock - latency) * Double(rate)).rounded(.down)) : nil
+        var forcedUntil: Int64? = out.realtime ? Int64(((out.clock - latency) * Double(rate)).rounded(.down)) : nil
+        // An input that delivered since the last tick is live, perhaps only behind (this thread
+        // was held up and its buffers wait in the queue): the clock never forces past what it has
+        // given, or its queued audio would be cut. An input that has gone quiet gets silence.
+        if let f = forcedUntil {
+            // (Audio already behind the output is lost either way and holds nothing back.)
+            forcedUntil = inputs.filter { $0.heardSinceTick && !$0.ended && $0.writeIndex > (next ?? .min) }.map(\.writeIndex).reduce(f, min)
+        }
         if next == nil {
             let starts = inputs.filter(\.started).map { $0.segments.first?.start ?? $0.writeIndex }
             let allKnown = inputs.allSatisfy { $0.started || $0.ended }
@@ -207,6 +231,36 @@ public final class MixerNode: Node, @unchecked Sendable {
         let end = inputs.compactMap { $0.segments.last?.end }.max() ?? 0
         while let b = next, b < end {
             try mix(from: b, count: Int(min(Int64(block), end - b)), out)
+        }
+        guard limited != nil else { return }
+        let tail = try pool.frame(samples: limiter.delay)
+        let planes = (0..<channels).map { tail.audioData($0).assumingMemoryBound(to: Float.self) }
+        try emitLimited(planes, count: limiter.flush(into: planes), out)
+        if let (frame, filled) = outBlock, filled > 0 {
+            frame.av.pointee.nb_samples = Int32(filled)
+            out.emit(frame)
+        }
+        outBlock = nil
+    }
+
+    /// Moves `count` limited samples into output blocks, emitting each block once full.
+    private func emitLimited(_ planes: [UnsafeMutablePointer<Float>], count: Int, _ out: Outlet) throws {
+        var done = 0
+        while done < count {
+            if outBlock == nil { outBlock = (try pool.frame(samples: block, pts: limited!), 0) }
+            let (frame, filled) = outBlock!
+            let n = min(count - done, block - filled)
+            for c in 0..<channels {
+                (frame.audioData(c).assumingMemoryBound(to: Float.self) + filled).update(from: planes[c] + done, count: n)
+            }
+            done += n
+            limited! += Int64(n)
+            if filled + n == block {
+                out.emit(frame)
+                outBlock = nil
+            } else {
+                outBlock = (frame, filled + n)
+            }
         }
     }
 
@@ -244,10 +298,9 @@ public final class MixerNode: Node, @unchecked Sendable {
             }
             consume(input, upTo: e)
         }
-        for p in planes { Self.limit(p, count: n) }
         next = e
-        let time = Double(b) / Double(rate)
-        out.emit(frame)
+        if limited == nil { limited = b }
+        try emitLimited(planes, count: limiter.process(planes, count: n), out)
     }
 
     private func consume(_ input: Input, upTo e: Int64) {
@@ -261,19 +314,6 @@ public final class MixerNode: Node, @unchecked Sendable {
             break
         }
         input.segments.removeFirst(drop)
-    }
-
-    /// Soft limiter: untouched up to -1 dBFS, then a tanh knee that approaches -0.1 dBFS and never
-    /// reaches full scale, so no later conversion to integers can clip.
-    static let knee: Float = 0.891
-    static let ceiling: Float = 0.989
-    static func limit(_ p: UnsafeMutablePointer<Float>, count: Int) {
-        let t = knee, room = ceiling - knee
-        for k in 0..<count {
-            let x = p[k]
-            let a = abs(x)
-            if a > t { p[k] = (t + room * tanh((a - t) / room)) * (x < 0 ? -1 : 1) }
-        }
     }
 
     // MARK: live options

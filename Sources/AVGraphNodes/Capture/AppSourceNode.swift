@@ -32,7 +32,7 @@ public final class AppSourceNode: Node, LiveSource, @unchecked Sendable {
         if let duration, out.clock >= duration { return false }
         switch hub.queue.next(timeout: 0.05) {
         case .item(let item): try emitter.emit(item, out)
-        case .timeout: emitter.reportDrops(out)
+        case .timeout: try emitter.idle(out)
         case .ended: return false
         }
         return !out.reachedEnd
@@ -40,7 +40,7 @@ public final class AppSourceNode: Node, LiveSource, @unchecked Sendable {
 
     public func finish(_ out: Outlet) throws {
         hub.finish()
-        emitter.reportDrops(out)
+        try emitter.finish(out)
     }
 
     public func abort() { hub.finish() }

@@ -172,13 +172,25 @@ final class IngestHub: @unchecked Sendable {
 }
 
 /// The node side of an ingest source: maps producer timestamps onto the pipeline clock and
-/// emits. Each producer session is anchored where its first buffer arrived (never before what
-/// was already emitted), so a producer that reconnects continues the output timeline; within a
-/// session its own timestamps keep audio and video in step. Audio is made continuous per pad and
-/// converted to the pad's declared format when the producer's differs.
+/// emits. Each producer session is anchored where it arrived (never before what was already
+/// emitted), so a producer that reconnects continues the output timeline; within a session its
+/// own timestamps keep audio and video in step. The anchor puts the session's pictures on the
+/// frame grid of `rate`: `fps` and the encoder place pictures on that grid, so an anchor between
+/// two slots would move every picture by up to half a frame against its sound, by a different
+/// amount each run. A session's audio that comes before its first picture waits for it briefly
+/// (`anchorWait`) so the anchor can be chosen with the picture in view. Audio is made continuous
+/// per pad and converted to the pad's declared format when the producer's differs.
 final class IngestEmitter {
     let audioShapes: [AudioShape?]
-    private var anchor: (session: Int, source: Double, clock: Double)?
+    /// Seconds between output frames (0: no grid to keep).
+    let framePeriod: Double
+    /// How long a new session's audio waits for the session's first picture (short against the
+    /// mixer's `latency`, which the waiting audio must still meet).
+    let anchorWait: Double
+    /// Producer seconds to source-clock seconds, per session.
+    private var anchor: (session: Int, offset: Double)?
+    /// A new session's items (audio) waiting for its first picture.
+    private var waiting: [IngestQueue.Item] = []
     private var lastVideo = -1.0
     private var lastEnd = 0.0
     private var audioNext: [Int64?] = [nil, nil, nil]
@@ -189,28 +201,90 @@ final class IngestEmitter {
     init(hub: IngestHub, outputs: [StreamFormat]) {
         self.hub = hub
         audioShapes = outputs.map { $0.kind == .rawAudio ? try? AudioShape($0) : nil }
+        let rate = outputs.first { $0.kind == .rawVideo }?.frameRate.double ?? 0
+        framePeriod = rate > 0 ? 1 / rate : 0
+        anchorWait = 0.1
+    }
+
+    /// Where an item that arrived at monotonic `arrival` is on the source clock (pushed before
+    /// the run started: at its start).
+    private func arrivalClock(_ item: IngestQueue.Item, _ out: Outlet) -> Double {
+        max(0, out.sourceClock - max(0, Monotonic.now - item.arrival))
     }
 
     func emit(_ item: IngestQueue.Item, _ out: Outlet) throws {
-        // Pushed before the run started: stamped at its start.
-        let arrivalClock = max(0, out.clock - max(0, Monotonic.now - item.arrival))
-        var t = arrivalClock
-        if let s = item.sourceTime {
-            if anchor == nil || anchor!.session != item.session {
-                if anchor != nil { audioNext = [nil, nil, nil] }
-                anchor = (item.session, s, max(arrivalClock, lastEnd))
+        // Audio waiting for a picture of its session: settled once another session starts or
+        // the wait is over (measured in arrivals, so a backlog in the queue does not end it).
+        if let w = waiting.first, w.session != item.session || item.arrival - w.arrival >= anchorWait { try settle(out) }
+        if let s = item.sourceTime, anchor?.session != item.session {
+            if waiting.isEmpty { audioNext = [nil, nil, nil] }
+            if item.pad != 0 && framePeriod > 0 {
+                waiting.append(item)
+                return
             }
-            t = anchor!.clock + (s - anchor!.source)
+            setAnchor(on: item, source: s, out)
+            try flushWaiting(out)
+        }
+        try place(item, out)
+        reportDrops(out)
+    }
+
+    /// Nothing arrived for a while (or the source ends): a session's audio that waited long
+    /// enough for a picture is anchored on its own.
+    func idle(_ out: Outlet) throws {
+        if let first = waiting.first, Monotonic.now - first.arrival >= anchorWait { try settle(out) }
+        reportDrops(out)
+    }
+
+    func finish(_ out: Outlet) throws {
+        try settle(out)
+        reportDrops(out)
+    }
+
+    private func settle(_ out: Outlet) throws {
+        guard let first = waiting.first, let s = first.sourceTime else { return }
+        setAnchor(on: first, source: s, out)
+        try flushWaiting(out)
+    }
+
+    private func flushWaiting(_ out: Outlet) throws {
+        let items = waiting
+        waiting.removeAll()
+        for w in items { try place(w, out) }
+    }
+
+    /// Anchors `item`'s session: the item goes where it arrived, later than anything emitted
+    /// (including the audio waiting with it); a picture lands on the frame grid.
+    private func setAnchor(on item: IngestQueue.Item, source s: Double, _ out: Outlet) {
+        let earliest = (waiting.compactMap(\.sourceTime) + [s]).min()!
+        let floor = lastEnd - earliest
+        var offset = max(arrivalClock(item, out) - s, floor)
+        if item.pad == 0 && framePeriod > 0 {
+            // The grid slot at or before the arrival (nothing waits for its time), unless that
+            // would overlap what was emitted: then the next one.
+            let slot = (s + offset) / framePeriod
+            offset = (slot + 1e-6).rounded(.down) * framePeriod - s
+            if offset < floor - 1e-9 { offset = (slot - 1e-6).rounded(.up) * framePeriod - s }
+        }
+        anchor = (item.session, offset)
+    }
+
+    private func place(_ item: IngestQueue.Item, _ out: Outlet) throws {
+        let arrival = arrivalClock(item, out)
+        var t = arrival
+        if let s = item.sourceTime, let a = anchor {
+            t = s + a.offset
             // A producer clock that fell far behind (or leapt ahead): anchor it again here.
-            if t < arrivalClock - 1.0 || t > arrivalClock + 10.0 {
-                anchor = (item.session, s, max(arrivalClock, lastEnd))
-                t = anchor!.clock
+            if t < arrival - 1.0 || t > arrival + 10.0 {
+                anchor = nil
+                setAnchor(on: item, source: s, out)
+                t = s + anchor!.offset
             }
         }
         if item.pad == 0 {
             if t <= lastVideo { t = lastVideo + 0.001 }
             lastVideo = t
-            lastEnd = max(lastEnd, t)
+            lastEnd = max(lastEnd, t + framePeriod)
             let frame = item.frame
             frame.timeBase = Rational(1, 1_000_000)
             frame.pts = Int64((t * 1e6).rounded())
@@ -218,7 +292,6 @@ final class IngestEmitter {
         } else {
             try emitAudio(item.frame, pad: item.pad, at: t, out)
         }
-        reportDrops(out)
     }
 
     private func emitAudio(_ input: Frame, pad: Int, at t: Double, _ out: Outlet) throws {
@@ -226,8 +299,10 @@ final class IngestEmitter {
         let rate = target.rate
         let wanted = Int64((max(0, t) * Double(rate)).rounded())
         var pts = wanted
-        if let next = audioNext[pad], wanted - next <= Int64(rate / 50) {
-            // Within 20 ms of where the last block ended (or overlapping it): continue seamlessly.
+        if let next = audioNext[pad], abs(wanted - next) <= Int64(rate / 50) {
+            // Within 20 ms of where the last block ended: continue seamlessly. Further off either
+            // way, the block goes where its time says (a gap stays a gap; an overlap is the
+            // mixer's to trim), so the error never grows past 20 ms.
             pts = next
         } else if audioNext[pad] != nil {
             try resamplers[pad]?.reset()

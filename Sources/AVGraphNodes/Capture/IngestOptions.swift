@@ -35,6 +35,7 @@ enum IngestOptions {
         var video = StreamFormat.video(width: size.width, height: size.height, pixelFormat: n[Self.format], frameRate: n[Self.rate])
         video.timeBase = Rational(1, 1_000_000)
         video.sizeVaries = true
+        video.tagged = true
         let audio = StreamFormat.audio(sampleRate: n[Self.audioRate], channels: n[Self.audioChannels], sampleFormat: "flt")
         return [video, audio, audio]
     }

@@ -36,7 +36,9 @@ public final class LivePipeline: @unchecked Sendable {
             guard let o = OptionOverride(parsing: text) else { throw MediaError("override '\(text)' is not NODE.OPTION=VALUE") }
             return o
         }
-        let checked = Checker(registry: registry, overrides: parsed).check(path: path)
+        var checker = Checker(registry: registry, overrides: parsed)
+        checker.loadsFilePlugins = true  // the app runs the file it ships, plugins included
+        let checked = checker.check(path: path)
         guard checked.isValid else { throw Invalid(diagnostics: checked.diagnostics) }
         pipeline = checked
         self.events = events
@@ -75,6 +77,12 @@ public final class LivePipeline: @unchecked Sendable {
 
     /// Ends the run: sources stop, encoders flush, files are finalized.
     public func stop() { run.stop(reason: "stop") }
+
+    /// Pauses the recording (as `avgraph ctl NAME pause`): pushed media is dropped until `resume`,
+    /// and the paused span is cut out of the output. False when already paused.
+    @discardableResult public func pause() -> Bool { run.pause() }
+    /// Resumes after `pause`; false when not paused.
+    @discardableResult public func resume() -> Bool { run.resume() }
 
     /// Waits until the run has ended (every `app` source finished, `duration` reached or `stop()`);
     /// throws the first node failure.

@@ -70,7 +70,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         switch hub.queue.next(timeout: 0.05) {
         case .item(let item): try emitter.emit(item, out)
         case .timeout:
-            emitter.reportDrops(out)
+            try emitter.idle(out)
             if !receiver.isConnected && out.clock - lastWarning >= idleWarning {
                 lastWarning = out.clock
                 out.warning("waiting for a producer on \(receiver.path)")
@@ -92,7 +92,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         receiver.stop()
         report(out)
         hub.finish()
-        emitter.reportDrops(out)
+        try emitter.finish(out)
     }
 
     public func abort() {

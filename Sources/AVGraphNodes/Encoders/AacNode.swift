@@ -26,6 +26,8 @@ public final class AacNode: Node, @unchecked Sendable {
         out.channels = f.channels
         out.sampleFormat = "fltp"
         out.timeBase = Rational(1, out.sampleRate)
+        out.profile = "lc"
+        out.bitRate = n[Self.bitrate]
         return [out]
     }
 

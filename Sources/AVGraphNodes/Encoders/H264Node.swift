@@ -69,6 +69,8 @@ public final class H264Node: Node, @unchecked Sendable {
         f.pixelFormat = "yuv420p"
         f.frameRate = input.frameRate
         f.timeBase = input.frameRate.inverse
+        f.profile = n[Self.profile].rawValue
+        f.bitRate = n[Self.crf] == nil ? n[Self.bitrate] : 0
         return [f]
     }
 

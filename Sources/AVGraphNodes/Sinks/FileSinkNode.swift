@@ -93,6 +93,8 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         }
         self.container = container
         muxer = try Muxer(journalAt: path, format: container)
+        // A run killed while finalizing this path left its half-made copy.
+        unlink(Self.temporary(for: path))
         faststart = setup[Self.faststart]
         fragmented = setup[Self.fragmented]
         streamIndex = Array(repeating: nil, count: setup.inputs.count)
@@ -176,8 +178,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     /// a full disk) leaves the fragmented journal, which plays.
     private func rewriteRegular() throws {
         let path = muxer.path
-        let folder = (path as NSString).deletingLastPathComponent
-        let temporary = (folder.isEmpty ? "" : folder + "/") + "." + (path as NSString).lastPathComponent + ".finalizing"
+        let temporary = Self.temporary(for: path)
         do {
             try JournalFile.replace(path, with: temporary) {
                 try Remuxer.copy(from: path, to: temporary, format: container, options: faststart ? ["movflags": "+faststart"] : [:])
@@ -185,6 +186,12 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         } catch {
             throw MediaError("'\(path)' is complete but stays fragmented: rewriting it as a regular MP4 failed: \(Self.explain(error))")
         }
+    }
+
+    /// Where the regular file is made, beside the journal (hidden).
+    static func temporary(for path: String) -> String {
+        let folder = (path as NSString).deletingLastPathComponent
+        return (folder.isEmpty ? "" : folder + "/") + "." + (path as NSString).lastPathComponent + ".finalizing"
     }
 
     /// FFmpeg says "No space left on device"; people look for "the disk is full".

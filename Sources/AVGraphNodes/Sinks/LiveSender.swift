@@ -67,11 +67,13 @@ final class LiveSender: @unchecked Sendable {
     func push(_ packet: Packet, input: Int, overMemoryLimit: Bool, out: Outlet) throws {
         startIfNeeded(out)
         condition.lock()
-        defer { condition.unlock() }
+        // Every path changes what the sender waits for (a stream described, a packet queued).
+        defer { condition.broadcast(); condition.unlock() }
         if let failure { throw failure }
         if !settings.realtime {
+            // Woken by the sender taking a packet, losing the connection, failing or being cancelled.
             while connected && span(video: true) > limit && failure == nil && !cancel.isCancelled {
-                _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+                condition.wait()
             }
         }
         if streams[input] == nil { streams[input] = packet.stream }
@@ -84,7 +86,6 @@ final class LiveSender: @unchecked Sendable {
         queuedBytes += packet.byteCount
         newest = max(newest, packet.time)
         enforceLimits(overMemoryLimit: overMemoryLimit)
-        condition.broadcast()
     }
 
     func inputEnded(_ input: Int) {
@@ -93,6 +94,15 @@ final class LiveSender: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
     }
+
+    /// Sessions opened again after a failure, and seconds of media queued (for `/metrics`).
+    var health: (reconnects: Int, bufferedSeconds: Double) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (reconnects, Double(max(span(video: true), span(video: false))) / 1e6)
+    }
+
+    private var reconnects = 0
 
     /// Bytes held (for the pipeline's memory budget) and drops so far.
     var state: (bytes: Int, video: Int, audio: Int, failure: MediaError?) {
@@ -109,10 +119,19 @@ final class LiveSender: @unchecked Sendable {
         condition.unlock()
         guard started else { return }
         if exited.wait(timeout: .now() + grace) == .timedOut {
-            cancel.cancel()
+            cancelAndWake()
             exited.wait()
         }
+        exited.signal() // stays signalled: the thread has exited, for a later abort or finish
         dropAll()
+    }
+
+    /// Cancels every blocking call, and wakes every wait on `condition` to see it.
+    private func cancelAndWake() {
+        cancel.cancel()
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
     }
 
     /// Hangs up at once (the run failed elsewhere).
@@ -122,7 +141,7 @@ final class LiveSender: @unchecked Sendable {
         ending = true
         condition.broadcast()
         condition.unlock()
-        if started { exited.wait() }
+        if started { exited.wait(); exited.signal() }
         dropAll()
     }
 
@@ -246,8 +265,12 @@ final class LiveSender: @unchecked Sendable {
                 let muxer = session.0
                 condition.lock()
                 connected = true
+                condition.broadcast()
                 condition.unlock()
                 if let lostAt {
+                    condition.lock()
+                    reconnects += 1
+                    condition.unlock()
                     out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
                                                  after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
                 }
@@ -265,6 +288,7 @@ final class LiveSender: @unchecked Sendable {
                     condition.lock()
                     connected = false
                     let stop = ending
+                    condition.broadcast()
                     condition.unlock()
                     out.event(.disconnected(.init(url: settings.shownURL, reason: Redaction.text("\(error)"))))
                     lostAt = Date()
@@ -312,7 +336,7 @@ final class LiveSender: @unchecked Sendable {
             let known = streams.indices.allSatisfy { streams[$0] != nil || ended[$0] }
             if known && streams.contains(where: { $0 != nil }) { return !(ending && queue.isEmpty) }
             if ending || ended.allSatisfy({ $0 }) { return false }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+            condition.wait() // woken by push, inputEnded, finish, abort
         }
         return false
     }
@@ -348,7 +372,7 @@ final class LiveSender: @unchecked Sendable {
                     condition.unlock()
                     return
                 } else {
-                    _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+                    condition.wait() // woken by push, inputEnded, finish, abort
                 }
             }
             condition.broadcast()

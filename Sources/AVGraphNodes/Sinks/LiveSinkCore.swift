@@ -68,6 +68,9 @@ final class LiveSinkCore {
 
     private func update(_ out: Outlet, final: Bool = false) throws {
         let s = sender.state
+        let health = sender.health
+        out.report("reconnects", Double(health.reconnects))
+        out.report("buffered_seconds", health.bufferedSeconds)
         out.account(heldBytes: s.bytes - accounted)
         accounted = s.bytes
         let newVideo = s.video - reported.video, newAudio = s.audio - reported.audio

@@ -177,6 +177,7 @@ struct FileProbe {
                                    pixelFormat: av_get_pix_fmt_name(AVPixelFormat(par.format)).map { String(cString: $0) } ?? "",
                                    frameRate: rate)
         f.timeBase = Rational(st.time_base)
+        f.tagged = orientation != .up
         return f
     }
 

@@ -49,7 +49,9 @@ final class RawvideoNode: Node, @unchecked Sendable {
             }
         }
         let rate = n[Self.rate]
-        return [StreamFormat.video(width: size.width, height: size.height, pixelFormat: name, frameRate: rate)]
+        var f = StreamFormat.video(width: size.width, height: size.height, pixelFormat: name, frameRate: rate)
+        f.tagged = n[Self.orientation].contains { $0.value != .up }
+        return [f]
     }
 
     let rate: Rational

@@ -27,7 +27,9 @@ final class TestsrcNode: Node, @unchecked Sendable {
         let size = n[Self.size]
         guard size.width >= 2, size.height >= 2 else { throw NegotiationError("size must be at least 2x2", option: "size") }
         // The buffer keeps its size whatever the tag says; only `orient` changes the dims.
-        return [StreamFormat.video(width: size.width, height: size.height, pixelFormat: n[Self.format].rawValue, frameRate: n[Self.rate])]
+        var f = StreamFormat.video(width: size.width, height: size.height, pixelFormat: n[Self.format].rawValue, frameRate: n[Self.rate])
+        f.tagged = n[Self.orientation].contains { $0.value != .up }
+        return [f]
     }
 
     let width: Int, height: Int

@@ -3,7 +3,8 @@ import CFFmpeg
 
 /// Constant frame rate: output slot n is at n/rate and shows the latest input frame due by then
 /// (half a slot of tolerance). Faster input is thinned; while the input stalls the last frame is
-/// repeated for at most `hold`, then the stream pauses (its timestamps jump). Every output is a
+/// repeated (a still screen sends nothing: the timeline must have no holes), for at most `hold`
+/// if one is set, after which the stream pauses (its timestamps jump). Every output is a
 /// reference to an input picture with a new timestamp: nothing is copied.
 final class FpsNode: Node, @unchecked Sendable {
     static let typeName = "fps"
@@ -11,8 +12,8 @@ final class FpsNode: Node, @unchecked Sendable {
     static let inputs = [PadSpec("video", [.rawVideo])]
     static let outputs = [PadSpec("video", [.rawVideo], doc: "frames at exactly `rate`, pts in 1/rate")]
     static let rate = Setting<Rational?>.rate("rate", 0.1...240, required: true, doc: "output frame rate")
-    static let hold = Setting.duration("hold", 0...3600, default: "2s",
-        doc: "while the input stalls, repeat the last frame for at most this long (0s: never repeat, leave a gap)")
+    static let hold = Setting<Double?>.duration("hold", 0...3600,
+        doc: "while the input stalls, repeat the last frame for at most this long (0s: never repeat, leave a gap); unset: repeat it for as long as the stall lasts")
     static let options = [rate.spec, hold.spec]
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
@@ -28,7 +29,7 @@ final class FpsNode: Node, @unchecked Sendable {
 
     let rate: Rational
     let slotTimeBase: Rational
-    /// Repeats allowed after a frame's own slot.
+    /// Repeats allowed after a frame's own slot (unbounded unless `hold` is set).
     let holdSlots: Int64
     var current: Frame?
     var currentSlot: Int64 = 0
@@ -41,7 +42,8 @@ final class FpsNode: Node, @unchecked Sendable {
     init(_ setup: NodeSetup) throws {
         rate = setup.outputs[0].frameRate
         slotTimeBase = rate.inverse
-        holdSlots = Int64((setup[Self.hold] * rate.double + 1e-6).rounded(.down))
+        let perSecond = rate.double
+        holdSlots = setup[Self.hold].map { Int64(($0 * perSecond + 1e-6).rounded(.down)) } ?? .max
     }
 
     /// The first slot a frame at `t` seconds may fill: the one it is nearest to, ties to the earlier.
@@ -62,8 +64,15 @@ final class FpsNode: Node, @unchecked Sendable {
             arrivalClock = out.clock
             // Live, a frame due now goes out now: waiting for its successor (to show the latest
             // frame of a slot) would hold every frame back one frame time. A second frame for a
-            // slot already shown waits for the next slot, as a repeat would.
-            if s >= next { show(s, out) }
+            // slot already shown waits for the next slot, as a repeat would; but one whose slot
+            // repeats already covered (the graph fell further behind during a stall than before
+            // it) goes out in the next slot as soon as that slot is due, or a steady stream of
+            // such frames would each be replaced before it showed: a frozen picture.
+            if s >= next {
+                show(s, out)
+            } else if Double(next) <= (out.clock - Self.latency) * rate.double {
+                show(next, out)
+            }
         }
     }
 

@@ -19,6 +19,7 @@ final class OrientNode: Node, @unchecked Sendable {
         guard let layout = PixelLayout(f.pixelFormat), layout.canTurn else {
             throw NegotiationError("cannot turn \(f.pixelFormat) pictures", hint: "use nv12, yuv420p, yuv444p, gray or rgba, e.g. with a resize before")
         }
+        f.tagged = false
         if let o = n[Self.override] {
             if o.swapsAxes { swap(&f.width, &f.height) }
         } else {
