@@ -45,4 +45,31 @@ final class BoundedFramePoolTests: XCTestCase {
         }
         XCTAssertEqual(pool.allocatedBuffers, 2)
     }
+
+    /// After a backlog, the extra buffers go back to the system once a window or two of lighter
+    /// use has passed; the prewarmed ones stay.
+    func testGivesABacklogsBuffersBackAfterIt() throws {
+        let pool = try BoundedFramePool(width: 1170, height: 2532, pixelFormat: AV_PIX_FMT_NV12, limit: 5, prewarm: 1, window: 0.05)
+        var held: [Frame] = []
+        for _ in 0..<4 { held.append(try XCTUnwrap(take(pool))) }
+        XCTAssertEqual(pool.allocatedBuffers, 4, "the backlog's buffers")
+        held.removeAll()
+        usleep(150_000)
+        for _ in 0..<6 { _ = try XCTUnwrap(pool.frame(timeBase: Rational(1, 30))) }
+        XCTAssertEqual(pool.allocatedBuffers, 1, "back to the prewarmed picture")
+        // A new backlog grows it again.
+        for _ in 0..<3 { held.append(try XCTUnwrap(take(pool))) }
+        XCTAssertEqual(pool.allocatedBuffers, 3)
+    }
+
+    /// The pools behind scaling and turning give a stalled encoder's backlog back the same way.
+    func testVideoFramePoolGivesABacklogBack() throws {
+        let pool = try VideoFramePool(width: 1280, height: 720, pixelFormat: AV_PIX_FMT_NV12)
+        var held = try (0..<6).map { _ in try pool.frame(timeBase: Rational(1, 30)) }
+        XCTAssertEqual(pool.allocatedBuffers, 6)
+        held.removeAll()
+        usleep(2_100_000)       // the default window is 1 s
+        for _ in 0..<6 { _ = try pool.frame(timeBase: Rational(1, 30)) }
+        XCTAssertEqual(pool.allocatedBuffers, 1, "one picture in use at a time needs one buffer")
+    }
 }

@@ -7,7 +7,9 @@ public final class Demuxer {
     /// Retained here: libavformat only holds a raw pointer to it (network inputs).
     private let cancel: CancelFlag?
 
-    public init(path: String) throws {
+    /// `probe: false` skips decoding the first packets to learn the streams: for files whose
+    /// header says it all (an MP4's moov), when only packets are copied.
+    public init(path: String, probe: Bool = true) throws {
         cancel = nil
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         let opened = avformat_open_input(&ctx, path, nil, nil)
@@ -18,7 +20,7 @@ public final class Demuxer {
         self.path = path
         // Containers without a global header (ts, flv) only know sizes and rates after a few packets.
         // Fully initialised: on a throw from here deinit closes the input (closing it here too was a double free).
-        let probed = avformat_find_stream_info(ctx, nil)
+        let probed = probe ? avformat_find_stream_info(ctx, nil) : 0
         if probed < 0 { throw MediaError("cannot read the streams of '\(path)': \(AVFailure.message(probed))") }
     }
 

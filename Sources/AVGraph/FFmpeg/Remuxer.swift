@@ -8,7 +8,9 @@ public enum Remuxer {
     /// (e.g. `movflags: +faststart`). Returns the number of packets copied.
     @discardableResult
     public static func copy(from source: String, to destination: String, format: String, options: [String: String]) throws -> Int {
-        let input = try Demuxer(path: source)
+        // An MP4 journal's moov describes every stream; probing would decode frames for
+        // nothing (~5 MB of decoder state at 720p, at the end of a phone's recording).
+        let input = try Demuxer(path: source, probe: format != "mp4" && format != "mov")
         let output = try Muxer(path: destination, format: format)
         var map: [Int: (index: Int, timeBase: Rational)] = [:]
         for i in 0..<Int(input.context.pointee.nb_streams) {

@@ -1,7 +1,9 @@
 import CFFmpeg
 
-/// Pictures of one geometry from an FFmpeg buffer pool: after the first few frames every
-/// `frame()` reuses a buffer a downstream node has released, so memory stays flat.
+/// Pictures of one geometry from a buffer pool: after the first few frames every `frame()`
+/// reuses a buffer a downstream node has released, so memory stays flat; buffers a backlog
+/// needed (an encoder that stalled) go back to the system a second or two after it is over
+/// (PictureMemory).
 /// Each picture is one buffer holding all planes (`av_image_fill_arrays` layout), which lets a
 /// raw file be read straight into it when `alignment` is 1.
 public final class VideoFramePool: @unchecked Sendable {
@@ -11,7 +13,7 @@ public final class VideoFramePool: @unchecked Sendable {
     public let alignment: Int
     /// Bytes of one picture in this pool's layout (without the safety padding).
     public let pictureSize: Int
-    private var pool: OpaquePointer?
+    private let memory: PictureMemory
 
     /// SIMD code in swscale may read a little past the last line; FFmpeg pads its own buffers too.
     static let padding = 64
@@ -30,8 +32,7 @@ public final class VideoFramePool: @unchecked Sendable {
         self.height = height
         self.pixelFormat = pixelFormat
         self.alignment = alignment
-        guard let p = av_buffer_pool_init(pictureSize + Self.padding, nil) else { throw MediaError("av_buffer_pool_init failed") }
-        pool = p
+        memory = PictureMemory(bytes: pictureSize + Self.padding)
     }
 
     public convenience init(width: Int, height: Int, pixelFormat name: String, alignment: Int = 32) throws {
@@ -39,10 +40,8 @@ public final class VideoFramePool: @unchecked Sendable {
         try self.init(width: width, height: height, pixelFormat: f, alignment: alignment)
     }
 
-    deinit {
-        // Frames still downstream keep their buffers; FFmpeg frees the pool when the last returns.
-        av_buffer_pool_uninit(&pool)
-    }
+    /// Buffers held now (in use or free).
+    public var allocatedBuffers: Int { memory.mappedBlocks }
 
     public func matches(width: Int, height: Int, pixelFormat: AVPixelFormat) -> Bool {
         self.width == width && self.height == height && self.pixelFormat == pixelFormat
@@ -50,7 +49,10 @@ public final class VideoFramePool: @unchecked Sendable {
 
     /// A writable picture (its contents are whatever the buffer last held).
     public func frame(timeBase: Rational, orientation: Orientation = .up) throws -> Frame {
-        guard let buf = av_buffer_pool_get(pool) else { throw MediaError("out of memory for a \(width)x\(height) picture") }
+        // Frames still downstream keep `memory` alive until the last of them is released.
+        guard let block = memory.reuse() ?? memory.allocate(), let buf = memory.buffer(over: block) else {
+            throw MediaError("out of memory for a \(width)x\(height) picture")
+        }
         return try Frame.picture(over: buf, data: buf.pointee.data, width: width, height: height, format: pixelFormat,
                                  alignment: alignment, timeBase: timeBase, orientation: orientation)
     }

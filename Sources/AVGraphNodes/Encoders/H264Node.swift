@@ -24,13 +24,13 @@ public final class H264Node: Node, @unchecked Sendable {
     static let bframes = Setting.int("bframes", 0...16, default: 0, doc: "B-frames between references (0 keeps latency and decoders simple)")
     static let profile = Setting.choice("profile", default: Profile.high, doc: "H.264 profile")
     static let preset = Setting.choice("preset", default: Preset.veryfast, doc: "x264 speed/quality preset")
-    static let tune = Setting<Tune?>.choice("tune", doc: "x264 tuning (zerolatency for interactive streams); none by default")
+    static let tune = Setting<Tune?>.choice("tune", doc: "x264 tuning; default: none offline, zerolatency in realtime runs unless lookahead is set")
     static let crf = Setting<Double?>.number("crf", 0...51,
         doc: "constant quality (lower is better, 23 is typical) instead of a bitrate; when set, bitrate is ignored")
     static let threads = Setting.int("threads", 0...64, default: 0,
         doc: "encoder threads; 0 fits them: every core offline, as many as the pixel rate needs in realtime runs (720p30: one)")
     static let lookahead = Setting<Int?>.int("lookahead", 0...250,
-        doc: "frames x264 looks ahead for rate control; default: the preset's (veryfast: 10) offline, 1 in realtime runs (each 720p frame holds ~2.8 MB)")
+        doc: "frames x264 looks ahead for rate control; default: the preset's (veryfast: 10) offline; in realtime runs none (x264's zerolatency tuning, unless a tune is set: then 1); each 720p frame held costs ~2.8 MB")
     public static let options = [bitrate.spec, maxrate.spec, bufsize.spec, gop.spec, bframes.spec, profile.spec, preset.spec,
                                  tune.spec, crf.spec, threads.spec, lookahead.spec]
 
@@ -92,8 +92,23 @@ public final class H264Node: Node, @unchecked Sendable {
     private var latencyMax = 0.0
     private static let binsPerSecond = 2000.0
 
-    /// Lookahead (frames) of live encoders unless the pipe sets `lookahead` or tune is zerolatency.
+    /// Lookahead (frames) of live encoders that set a tune of their own but no `lookahead`.
     static let realtimeLookahead = 1
+
+    enum LiveTuning: Equatable { case zerolatency, lookahead(Int?, sync: Bool) }
+
+    /// Realtime runs that set neither `tune` nor `lookahead` encode with x264's zerolatency
+    /// tuning (no lookahead, no mb-tree, slice threads): each frame x264 looks ahead holds ~2.8 MB
+    /// at 720p, and the phone path must fit in 50 MB. Measured with PushExample (720p out of
+    /// 64x64 pushes, 5 s): private memory 46.4 MB with a 1-frame lookahead, 36.0 MB with
+    /// zerolatency; on the bench's screen clip (W1 graph, one thread) SSIM against the lossless
+    /// reference differs by ~0.0001 (mb-tree's gain), see docs/INGEST.md. A realtime run with a
+    /// tune of its own keeps a 1-frame lookahead; offline runs keep the preset's (veryfast: 10).
+    static func liveTuning(tune: Tune?, lookahead: Int?, realtime: Bool) -> LiveTuning {
+        if let lookahead { return .lookahead(lookahead, sync: true) }
+        guard realtime, tune != .zerolatency else { return .lookahead(nil, sync: true) }
+        return tune == nil ? .zerolatency : .lookahead(realtimeLookahead, sync: false)
+    }
     /// Pixels a second one x264 thread encodes at veryfast with room to spare on this class of
     /// machine (~90 fps of 720p measured; a live encoder must never fall behind).
     static let pixelsPerThread = 40_000_000.0
@@ -136,17 +151,12 @@ public final class H264Node: Node, @unchecked Sendable {
             : Self.fittedThreads(width: input.width, height: input.height, rate: input.frameRate.double, realtime: setup.realtime))
 
         var priv = ["preset": setup[Self.preset].rawValue, "profile": setup[Self.profile].rawValue]
-        if let tune = setup[Self.tune] { priv["tune"] = tune.rawValue }
-        // Live runs keep a short lookahead: each frame x264 looks ahead holds ~2.8 MB at 720p (the
-        // picture, its half-size planes, motion data) and adds a frame of delay. On the bench's
-        // screen clip (W1 graph, one thread) SSIM against the lossless reference was 0.998710 at 1
-        // frame, 0.998717 at 3, 0.998725 at veryfast's 10 and 0.998595 at 0 (mb-tree off), bytes
-        // within 0.3%: 1 frame keeps mb-tree's gain for ~25 MB less than 10. zerolatency: none.
-        let lookahead = setup[Self.lookahead] ?? (setup.realtime && setup[Self.tune] != .zerolatency ? Self.realtimeLookahead : nil)
-        if let l = lookahead {
-            priv["rc-lookahead"] = String(l)
-            // Frame threads keep extra pictures on top of the lookahead to sync with it.
-            if setup[Self.lookahead] == nil { priv["x264-params"] = "sync-lookahead=0" }
+        switch Self.liveTuning(tune: setup[Self.tune], lookahead: setup[Self.lookahead], realtime: setup.realtime) {
+        case .zerolatency: priv["tune"] = Tune.zerolatency.rawValue
+        case .lookahead(let l, let sync):
+            if let tune = setup[Self.tune] { priv["tune"] = tune.rawValue }
+            if let l { priv["rc-lookahead"] = String(l) }
+            if !sync { priv["x264-params"] = "sync-lookahead=0" }
         }
         crfMode = setup[Self.crf] != nil
         derivedMaxrate = setup[Self.maxrate] == nil && !crfMode
