@@ -19,6 +19,12 @@ public enum Remuxer {
             map[i] = (try output.addStream(st.pointee.codecpar, timeBase: timeBase), timeBase)
             // The display matrix (a phone's rotation) and the like travel with the stream.
             let out = output.context.pointee.streams[map[i]!.index]!
+            // Unprobed, the journal's AAC track does not state its frame size and the MP4 muxer
+            // warns on every clean end; AAC LC (what the aac node writes) codes 1024 samples a frame.
+            if let par = out.pointee.codecpar, par.pointee.codec_type == AVMEDIA_TYPE_AUDIO,
+               par.pointee.codec_id == AV_CODEC_ID_AAC, par.pointee.frame_size == 0 {
+                par.pointee.frame_size = 1024
+            }
             for s in 0..<Int(st.pointee.nb_side_data) {
                 let side = st.pointee.side_data[s]
                 if let data = av_stream_new_side_data(out, side.type, side.size) { data.update(from: side.data, count: side.size) }
