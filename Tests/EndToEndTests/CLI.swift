@@ -71,6 +71,16 @@ enum CLI {
         return dir
     }
 
+    /// A new 0700 folder to be `XDG_RUNTIME_DIR`, and this process's environment naming it; the
+    /// caller removes the folder. Short: a unix socket path has at most 107 bytes.
+    static func privateRuntime() throws -> (folder: String, environment: [String: String]) {
+        let folder = "/tmp/avg-rt-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_RUNTIME_DIR"] = folder
+        return (folder, environment)
+    }
+
     static func write(_ text: String, to path: String) {
         try! text.write(toFile: path, atomically: true, encoding: .utf8)
     }

@@ -141,12 +141,9 @@ final class HostileSocketTests: XCTestCase {
 
     func testSocketSourceDefaultsToThePrivateRuntimeFolderAndFeedFindsItByPipelineName() throws {
         let dir = CLI.scratch()
-        // Short: a unix socket path has at most 107 bytes.
-        let runtime = "/tmp/avg-rt-\(UUID().uuidString.prefix(8))"
+        let (runtime, environment) = try CLI.privateRuntime()
+        var env = environment
         defer { try? FileManager.default.removeItem(atPath: runtime) }
-        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        var env = ProcessInfo.processInfo.environment
-        env["XDG_RUNTIME_DIR"] = runtime
         let name = "phone\(UUID().uuidString.prefix(6).lowercased())"
         CLI.write("""
         pipeline: \(name)

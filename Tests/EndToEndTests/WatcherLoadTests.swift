@@ -7,13 +7,9 @@ import XCTest
 final class WatcherLoadTests: XCTestCase {
     func testTwoHundredWatchersThatNeverReadLeaveA60SecondLiveRunWhole() throws {
         let dir = CLI.scratch()
-        // Short: a unix socket path has at most 107 bytes.
-        let runtime = "/tmp/avg-rt-\(UUID().uuidString.prefix(8))"
-        defer { try? FileManager.default.removeItem(atPath: runtime) }
-        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        var env = ProcessInfo.processInfo.environment
         // Its own runtime folder: another test running live.pipe at the same time has its own socket.
-        env["XDG_RUNTIME_DIR"] = runtime
+        let (runtime, env) = try CLI.privateRuntime()
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
         // pipelines/live.pipe as shipped, but for the encoder's input queue: 60 pictures (2 s, as
         // phone-socket.pipe has) instead of 4. On the shared 2-core machine at load 12-15 the
         // encoder thread waits for a core longer than 4 frames last and drops a few (3-13 seen),
