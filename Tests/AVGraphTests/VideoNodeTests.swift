@@ -38,6 +38,25 @@ final class CollectSink: Node, @unchecked Sendable {
     }
 }
 
+/// `collect` that also declares, as a privacy card's schedule does, that it replaces its input
+/// unseen during `hides`: what its producers then send there is what the test looks at.
+final class HidingCollectSink: Node, @unchecked Sendable {
+    static let typeName = "collect-hiding"
+    static let summary = "keeps raw frames for tests; declares spans it hides"
+    static let inputs = [PadSpec("video", [.rawVideo])]
+    static let hides = Setting.spans("hides", doc: "spans declared hidden")
+    static let options = [OptionSpec("key", .string, required: true, doc: "name the frames are kept under"), hides.spec]
+    static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { [] }
+    static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan] { options[Self.hides] }
+
+    let key: String
+    init(_ setup: NodeSetup) throws { key = setup.options.string("key")! }
+
+    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+        if let f = buffer.frame { CollectedFrames.shared.append(key, f) }
+    }
+}
+
 final class CollectedEvents: @unchecked Sendable {
     private let lock = NSLock()
     private var kept: [String] = []
@@ -49,6 +68,7 @@ final class VideoNodeTests: XCTestCase {
     static let registry: NodeRegistry = {
         let r = TestSupport.freshRegistry()
         try! r.register(CollectSink.self)
+        try! r.register(HidingCollectSink.self)
         return r
     }()
 
@@ -153,7 +173,7 @@ final class VideoNodeTests: XCTestCase {
     /// The block kernels of `orient` against the mapping's own definition, pixel by pixel, for
     /// every tag, with sizes that leave partial blocks at the edges.
     func testTurningMatchesTheOrientationMappingForEveryTag() throws {
-        for format in ["nv12", "yuv420p", "gray"] { for (bw, bh) in [(38, 54), (150, 86)] {
+        for format in ["nv12", "yuv420p", "gray"] { for (bw, bh) in [(38, 54), (150, 86), (58, 90)] {
             let layout = PixelLayout(format)!
             let pool = try VideoFramePool(width: bw, height: bh, pixelFormat: format)
             let source = try pool.frame(timeBase: Rational(1, 30))
@@ -284,6 +304,79 @@ final class VideoNodeTests: XCTestCase {
             } else {
                 XCTAssertGreaterThan(d, 20, "frame \(f.pts) should be the screen")
             }
+        }
+    }
+
+    /// Pictures that every consumer replaces unseen (a privacy schedule) are neither turned nor
+    /// scaled: `orient` and `resize` send a picture of the right size and timing in the
+    /// background color instead. One consumer that looks is enough to have them drawn.
+    func testPicturesEveryConsumerHidesAreNotDrawn() throws {
+        let source = "src: {type: testsrc, size: 64x128, rate: 10, duration: 3s, format: yuv420p, orientation: right}"
+        try run("""
+        nodes:
+          \(source)
+          turned: {type: orient, in: src, override: right}
+          hidden-turn: {type: collect-hiding, in: turned, key: turn, hides: [{at: 1s, for: 1s}]}
+          fit: {type: resize, in: src, size: 160x120, background: white}
+          hidden-fit: {type: collect-hiding, in: fit, key: fit, hides: [{at: 1s, for: 1s}]}
+        """)
+        let turn = frames("turn"), fit = frames("fit")
+        XCTAssertEqual(turn.map(\.pts), Array(0..<30))
+        XCTAssertEqual(fit.map(\.pts), Array(0..<30))
+        for f in turn {
+            XCTAssertEqual(f.width, 128); XCTAssertEqual(f.height, 64)
+            if (10..<20).contains(f.pts) {
+                XCTAssertEqual(luma(f, 0, 0, 128, 64), 16, "frame \(f.pts): not turned, black")
+            } else {
+                XCTAssertGreaterThan(luma(f, 0, 0, 128, 64), 20, "frame \(f.pts): the turned picture")
+            }
+        }
+        for f in fit {
+            XCTAssertEqual(f.width, 160); XCTAssertEqual(f.height, 120)
+            // The turned 128x64 picture fits as 160x80 between white bars (rows 20..<100).
+            let middle = luma(f, 0, 20, 160, 80)
+            if (10..<20).contains(f.pts) {
+                XCTAssertEqual(middle, 235, "frame \(f.pts): not scaled, all background")
+            } else {
+                XCTAssertLessThan(middle, 230, "frame \(f.pts): the scaled picture")
+            }
+        }
+
+        // A second consumer of `fit` that looks at every picture: nothing is skipped for either.
+        try run("""
+        nodes:
+          \(source)
+          fit: {type: resize, in: src, size: 160x120, background: white}
+          hidden-fit: {type: collect-hiding, in: fit, key: fit, hides: [{at: 1s, for: 1s}]}
+          looking: {type: collect, in: fit, key: seen}
+        """)
+        let seen = frames("seen")
+        XCTAssertEqual(seen.count, 30)
+        for f in seen { XCTAssertLessThan(luma(f, 0, 20, 160, 80), 230, "frame \(f.pts) was drawn") }
+    }
+
+    /// Through a real privacy schedule: the output is the card in the span and the resized
+    /// picture elsewhere, exactly as when every picture was drawn.
+    func testScheduledCardOverSkippedPicturesLooksTheSame() throws {
+        let dir = TestSupport.scratch(name)
+        try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=red:s=320x120", "-frames:v", "1", dir + "/card.png"])
+        func output(_ schedule: String, extraConsumer: Bool) throws -> [Frame] {
+            try run("""
+            nodes:
+              src: {type: testsrc, size: 64x128, rate: 10, duration: 3s, format: yuv420p, orientation: right}
+              fit: {type: resize, in: src, size: 160x120}
+              hide: {type: privacy, in: fit, image: card.png, schedule: \(schedule)}
+              out: {type: collect, in: hide, key: out}
+            """ + (extraConsumer ? "\n  tap: {type: collect, in: fit, key: tap}\n" : "\n"), in: dir)
+            return frames("out")
+        }
+        let skipped = try output("[{at: 1s, for: 1s}]", extraConsumer: false)
+        let drawn = try output("[{at: 1s, for: 1s}]", extraConsumer: true)
+        XCTAssertEqual(skipped.count, 30)
+        XCTAssertEqual(skipped.map(\.pts), drawn.map(\.pts))
+        for (a, b) in zip(skipped, drawn) {
+            XCTAssertEqual(luma(a, 0, 0, 160, 120), luma(b, 0, 0, 160, 120), "frame \(a.pts)")
+            if (10..<20).contains(a.pts) { XCTAssertEqual(luma(a, 0, 30, 160, 60), 63, accuracy: 1, "frame \(a.pts) is the card") }
         }
     }
 

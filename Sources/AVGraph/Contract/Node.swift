@@ -73,6 +73,10 @@ public struct NodeSetup: Sendable {
     /// their orientation tag still to apply (`orient` then leaves the turn to a `resize`, which
     /// turns the small scaled picture instead of the full one).
     public var consumersStandUpright: [Bool] = []
+    /// Per output: spans of media time in which every node it feeds replaces the pictures
+    /// unseen (`hiddenSpans`). A picture there only has to have the right size and timing:
+    /// `resize` and `orient` emit one without scaling or turning anything.
+    public var consumersHide: [[TimeSpan]] = []
     /// The running pipeline's name (a `socket` source names its default socket after it); empty in a harness.
     public var pipelineName = ""
 
@@ -106,6 +110,10 @@ public protocol Node: AnyObject {
     static var options: [OptionSpec] { get }
     /// Whether this node accepts pictures carrying any orientation tag and writes them upright itself.
     static var standsUpright: Bool { get }
+    /// Spans of media time in which this node replaces every picture on input `input` without
+    /// looking at it (a privacy card on a schedule). Known before the run, like the rest of the
+    /// contract: a producer that feeds only such spans skips drawing those pictures.
+    static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan]
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -136,6 +144,7 @@ extension Node {
     public static var outputs: [PadSpec] { [] }
     public static var inputs: [PadSpec] { [] }
     public static var standsUpright: Bool { false }
+    public static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan] { [] }
     public func produce(_ out: Outlet) throws -> Bool { false }
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {}
     public func wantsInput(_ input: Int) -> Bool { true }

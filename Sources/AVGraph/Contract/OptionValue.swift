@@ -34,6 +34,24 @@ public struct TimeSpan: Sendable, Equatable {
     public var length: Double
     public init(at: Double, length: Double) { self.at = at; self.length = length }
     public func contains(_ t: Double) -> Bool { t >= at && t < at + length }
+
+    /// The times inside some span of every list (each list's spans may overlap each other).
+    public static func common(_ lists: [[TimeSpan]]) -> [TimeSpan] {
+        guard var result = lists.first else { return [] }
+        for other in lists.dropFirst() {
+            result = result.flatMap { a in
+                other.compactMap { b -> TimeSpan? in
+                    let start = max(a.at, b.at), end = min(a.at + a.length, b.at + b.length)
+                    return end > start ? TimeSpan(at: start, length: end - start) : nil
+                }
+            }
+        }
+        return result
+    }
+}
+
+extension Array where Element == TimeSpan {
+    public func covers(_ t: Double) -> Bool { contains { $0.contains(t) } }
 }
 
 /// Why a value did not parse; `at` points inside the value when a nested part is wrong.

@@ -93,6 +93,13 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                         return !consumers.isEmpty && consumers.allSatisfy { $0.type.standsUpright }
                     })
                 setup.pipelineName = pipeline.settings.name
+                setup.consumersHide = n.outputs.indices.map { o in
+                    let fed = pipeline.nodes.flatMap { c in
+                        c.inputs.indices.filter { c.inputs[$0].from == n.name && c.inputs[$0].fromOutput == o }
+                            .map { c.type.hiddenSpans(input: $0, options: c.options) }
+                    }
+                    return TimeSpan.common(fed)
+                }
                 let lanes = n.inputs.map { c -> Inbox.Lane in
                     let kind = c.format?.kind ?? .rawVideo
                     var policy = n.queue?.policy ?? defaultPolicy(kind)

@@ -31,12 +31,14 @@ final class OrientNode: Node, @unchecked Sendable {
 
     let override: Orientation?
     let consumersTurn: Bool
+    let hidden: [TimeSpan]
     var pool: VideoFramePool?
     var layouts: [Int32: PixelLayout] = [:]
 
     init(_ setup: NodeSetup) throws {
         override = setup[Self.override]
         consumersTurn = setup.consumersStandUpright.first ?? false
+        hidden = setup.consumersHide.first ?? []
     }
 
     func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
@@ -59,7 +61,12 @@ final class OrientNode: Node, @unchecked Sendable {
         }
         let upright = try pool!.frame(timeBase: frame.timeBase)
         upright.copyProperties(from: frame)
-        PictureTurn.upright(frame, into: upright, map: tag.storage, layout: layout)
+        if hidden.covers(frame.seconds) {
+            // The consumers replace this picture unseen (a scheduled privacy card): black, not turned.
+            upright.fill(PixelRect(x: 0, y: 0, width: size.width, height: size.height), with: layout.elements(for: RGB(r: 0, g: 0, b: 0)), layout: layout)
+        } else {
+            PictureTurn.upright(frame, into: upright, map: tag.storage, layout: layout)
+        }
         out.emit(upright)
     }
 

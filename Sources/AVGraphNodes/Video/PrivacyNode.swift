@@ -15,6 +15,10 @@ final class PrivacyNode: Node, @unchecked Sendable {
     static let schedule = Setting.spans("schedule", doc: "spans of media time [{at: 20s, for: 10s}] when the card shows by itself")
     static let options = [image.spec, enabled.spec, schedule.spec]
 
+    /// The schedule is fixed for the run, so producers may skip drawing what it covers; the live
+    /// `enabled` switch is not: a picture skipped for it could arrive after the switch went off.
+    static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan] { options[Self.schedule] }
+
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
         guard let layout = PixelLayout(input.pixelFormat), sws_isSupportedOutput(layout.format) > 0 else {

@@ -55,6 +55,8 @@ final class ResizeNode: Node, @unchecked Sendable {
     let layout: PixelLayout
     let background: [[UInt8]]
     let pool: VideoFramePool
+    /// Media time in which every consumer replaces the picture unseen (NodeSetup.consumersHide).
+    let hidden: [TimeSpan]
 
     /// Scaling state of one thread: a swscale context (and turn pool) per input geometry.
     final class Lane {
@@ -76,6 +78,7 @@ final class ResizeNode: Node, @unchecked Sendable {
         layout = l
         background = l.elements(for: setup[Self.background])
         pool = try VideoFramePool(width: width, height: height, pixelFormat: l.format)
+        hidden = setup.consumersHide.first ?? []
         let count = setup.realtime ? 1 : FrameLanes<Lane>.offlineCount()
         lanes = count > 1 ? FrameLanes(count: count, label: "resize") { Lane(splitsPictures: false) } : nil
     }
@@ -94,11 +97,18 @@ final class ResizeNode: Node, @unchecked Sendable {
     func abort() { lanes?.discard() }
 
     private func resize(_ frame: Frame, in lane: Lane) throws -> Frame {
-        let plan = try self.plan(for: frame, in: lane)
         let resized = try pool.frame(timeBase: frame.timeBase)
         resized.copyProperties(from: frame)
         resized.av.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
         resized.tagBT709Limited()
+        // The consumers replace this picture unseen (a scheduled privacy card): only its size and
+        // timing are used, so nothing is scaled or turned (nor read). It goes out in the
+        // background color, never as a pooled picture's stale content.
+        if hidden.covers(frame.seconds) {
+            resized.fill(PixelRect(x: 0, y: 0, width: width, height: height), with: background, layout: layout)
+            return resized
+        }
+        let plan = try self.plan(for: frame, in: lane)
         if let turn = plan.turn {
             let scaled = try turn.pool.frame(timeBase: frame.timeBase)
             try plan.scaler.scale(frame, plan.source, into: scaled, PixelRect(x: 0, y: 0, width: scaled.width, height: scaled.height))
