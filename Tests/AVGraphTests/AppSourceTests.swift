@@ -115,7 +115,10 @@ final class AppSourceTests: XCTestCase {
 
     func testTenSecondsPushedInRealtimeComeOutWithTheirTimestamps() throws {
         let dir = TestSupport.scratch()
-        try Self.pipe(size: "360x640", out: "out.mp4").write(toFile: dir + "/app.pipe", atomically: true, encoding: .utf8)
+        // A queue that rides out a loaded machine's stalls: this test is about timestamps, not the drop policy.
+        let yaml = Self.pipe(size: "360x640", out: "out.mp4")
+            .replacingOccurrences(of: "{type: app, size: 360x640}", with: "{type: app, size: 360x640, buffer: 16}")
+        try yaml.write(toFile: dir + "/app.pipe", atomically: true, encoding: .utf8)
         let live = try LivePipeline(path: dir + "/app.pipe", registry: TestSupport.registry)
         XCTAssertTrue(live.pipeline.realtime, "an app source makes the run realtime")
         live.start()

@@ -128,7 +128,7 @@ final class TimingNodeTests: XCTestCase {
         // (`collect` keeps every picture: a resize in front returns the ingest's pooled buffers.)
         try """
         nodes:
-          phone: {type: app, size: 64x64, rate: 30}
+          phone: {type: app, size: 64x64, rate: 30, buffer: 16}
           copy:  {type: resize, in: phone.video, size: 32x32}
           cfr:   {type: fps, in: copy, rate: 30}
           v:     {type: collect, in: cfr}

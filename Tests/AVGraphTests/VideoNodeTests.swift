@@ -444,7 +444,8 @@ final class VideoNodeTests: XCTestCase {
         let pts = frames("out").map(\.pts)
         // The stall is bridged by repeats sent on the clock; however late they go out, no slot is skipped.
         XCTAssertEqual(pts, Array(0..<Int64(pts.count)))
-        XCTAssertTrue((45...47).contains(pts.count), "\(pts.count) frames")
+        // A picture that reaches `fps` after its slot was already repeated goes out one slot later (load).
+        XCTAssertTrue((45...50).contains(pts.count), "\(pts.count) frames")
     }
 
     func testFpsHalvesSixtyToThirty() throws {

@@ -20,7 +20,7 @@ final class ControlTests: XCTestCase {
           fit:     {type: resize, in: screen, size: 640x360}
           privacy: {type: privacy, in: fit, image: \(Self.image)}
           mix:     {type: mixer, in: [app, mic], rate: 44100}
-          video:   {type: h264, in: privacy, bitrate: 2500k, tune: zerolatency}
+          video:   {type: h264, in: privacy, bitrate: 2500k, tune: zerolatency, queue: {size: 60}}
           audio:   {type: aac, in: mix}
           out:     {type: file, in: [video, audio], path: out.mp4}
         \(extra)

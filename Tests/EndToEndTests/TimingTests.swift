@@ -17,7 +17,7 @@ final class TimingTests: XCTestCase {
         pipeline: timing\(UUID().uuidString.prefix(6).lowercased())
         \(extra)
         nodes:
-          phone:   {type: socket, path: \(socket), size: 360x640, idle-warning: 1s}
+          phone:   {type: socket, path: \(socket), size: 360x640, idle-warning: 1s, buffer: 16}
           upright: {type: orient, in: phone.video}
           fit:     {type: resize, in: upright, size: 640x360, mode: fit}
           smooth:  {type: fps, in: fit, rate: 30}
