@@ -13,7 +13,7 @@ public final class SrtSourceNode: Node, LiveSource, @unchecked Sendable {
     static let passphrase = Setting<String?>.string("passphrase", doc: "encrypt with this passphrase (10 to 79 characters); the peer needs the same")
     static let latency = Setting.duration("latency", 0.02...10, default: "120ms",
         doc: "SRT's receive latency: how long lost packets may be retransmitted before they count as lost")
-    public static let options = [url.spec] + NetworkSourceOptions.common() + [passphrase.spec, latency.spec]
+    public static let options = [url.spec] + NetworkSourceOptions.common() + [passphrase.spec, latency.spec, ListenOptions.maxSize.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""
@@ -33,8 +33,10 @@ public final class SrtSourceNode: Node, LiveSource, @unchecked Sendable {
         // libsrt's options in FFmpeg 5.1: latency in microseconds; mode listener or caller.
         var options = ["mode": listen ? "listener" : "caller", "latency": String(Int64(setup[Self.latency] * 1e6))]
         if let p = setup[Self.passphrase] { options["passphrase"] = p }
-        core = NetworkSourceCore(setup, input: NetworkInput(url: setup[Self.url] ?? "", format: "mpegts", options: options, listen: listen,
-                                                            timeout: setup[NetworkSourceOptions.timeout], tcpPort: nil))
+        var input = NetworkInput(url: setup[Self.url] ?? "", format: "mpegts", options: options, listen: listen,
+                                 timeout: setup[NetworkSourceOptions.timeout])
+        input.maxSize = setup[ListenOptions.maxSize]
+        core = NetworkSourceCore(setup, input: input)
     }
 
     public func produce(_ out: Outlet) throws -> Bool { try core.produce(out) }
