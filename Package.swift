@@ -64,7 +64,7 @@ let package = Package(
 // libFuzzer targets (Fuzz/), only when scripts/fuzz builds them: their entry point is
 // LLVMFuzzerTestOneInput, so they link only with -sanitize=fuzzer.
 if Context.environment["AVGRAPH_FUZZ"] != nil {
-    package.targets += [.target(name: "CFuzzDriver", path: "Fuzz/driver")] + ["pipe", "ingest", "control"].map { name in
+    package.targets += [.target(name: "CFuzzDriver", path: "Fuzz/driver")] + ["pipe", "ingest", "control", "rtmp"].map { name in
         .executableTarget(name: "Fuzz\(name.prefix(1).uppercased() + name.dropFirst())", dependencies: ["AVGraph", "AVGraphNodes", "CFuzzDriver"],
                           path: "Fuzz/\(name)")
     }

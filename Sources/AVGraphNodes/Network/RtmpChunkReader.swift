@@ -40,6 +40,9 @@ final class RtmpChunkReader {
     var maxMessageSize: Int
     static let maxChunkStreams = 32
     private var streams: [UInt32: ChunkStream] = [:]
+    /// Bytes of messages begun and not complete, over every chunk stream: at most twice the
+    /// longest message, however many chunk streams a peer opens.
+    private var partialBytes = 0
     private var buffer: [UInt8] = []
     private var position = 0
     /// Bytes read so far (for Acknowledgement).
@@ -125,18 +128,21 @@ final class RtmpChunkReader {
             guard stream.length <= maxMessageSize else {
                 throw RtmpProtocolError("a message of \(stream.length) bytes (at most \(maxMessageSize) here)")
             }
+            // Grown as bytes arrive: a declared length costs nothing until it is sent.
             stream.partial = []
-            stream.partial!.reserveCapacity(stream.length)
         }
         let have = stream.partial!.count
         let piece = min(chunkSize, stream.length - have)
         guard end - p >= piece else { return nil }
+        partialBytes += piece
+        guard partialBytes <= 2 * maxMessageSize else { throw RtmpProtocolError("more than \(2 * maxMessageSize) bytes of unfinished messages") }
         stream.partial!.append(contentsOf: buffer[p..<p + piece])
         p += piece
         position = p
         var message: RtmpMessage?
         if stream.partial!.count >= stream.length {
             message = RtmpMessage(type: stream.type, streamID: stream.streamID, timestamp: stream.timestamp, payload: stream.partial!)
+            partialBytes -= stream.partial!.count
             stream.partial = nil
         }
         streams[csid] = stream
@@ -155,6 +161,7 @@ final class RtmpChunkReader {
         case MessageType.abort:
             guard m.payload.count >= 4 else { return }
             let csid = m.payload.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            partialBytes -= streams[csid]?.partial?.count ?? 0
             streams[csid]?.partial = nil
         default: break
         }
