@@ -35,8 +35,10 @@ let package = Package(
             pkgConfig: "libavformat",
             providers: [.apt(["libavcodec-dev", "libavformat-dev", "libavutil-dev", "libswscale-dev", "libswresample-dev", "libavdevice-dev"])]
         ),
+        // libsrt itself (the library libavformat's srt protocol loads): the `srt` source's own listener.
+        .systemLibrary(name: "CSrt", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         .target(name: "AVGraph", dependencies: ["CFFmpeg", "Yams"]),
-        .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg"]),
+        .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg", "CSrt"]),
         .target(name: "AVGraphTesting", dependencies: ["AVGraph", "CFFmpeg"]),
         .executableTarget(
             name: "avgraph",

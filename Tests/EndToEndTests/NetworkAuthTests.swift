@@ -199,3 +199,35 @@ final class NetworkAuthTests: XCTestCase {
         XCTAssertTrue(run.stderr.contains("127.0.0.1:"), "the peer is named: \(run.stderr)")
     }
 }
+
+/// The `srt` listener on libsrt: a caller's stream id checked against the keys, libsrt checking
+/// the passphrase; refusals named by peer, the right caller recorded whole.
+final class SrtAuthTests: XCTestCase {
+    func testWrongStreamIdAndWrongPassphraseAreRefusedAndTheRightCallerIsRecordedWhole() throws {
+        let dir = CLI.scratch()
+        let clip = try NetworkAuthTests.clip(dir)
+        let port = try LoopbackPort.free()
+        CLI.write(NetworkAuthTests.pipe("url: \"srt://127.0.0.1:\(port)\", passphrase: phone-secret-1234, keys: [cam-42f]", idle: "3s")
+            .replacingOccurrences(of: "type: rtmp, ", with: "type: srt, "), to: dir + "/srt.pipe")
+        let run = try BackgroundRun(["run", dir + "/srt.pipe", "--events", "json"], cwd: dir)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, "no listening event: \(run.stderr)")
+        func call(_ query: String, _ extra: [String] = []) throws -> Int32 {
+            try NetworkIngestTests.publish(["-re"] + extra + ["-i", clip, "-c", "copy", "-f", "mpegts", "srt://127.0.0.1:\(port)?mode=caller&" + query])
+        }
+        XCTAssertNotEqual(try call("passphrase=phone-secret-1234&streamid=intruder", ["-t", "1"]), 0)
+        XCTAssertNotEqual(try call("passphrase=wrong-secret-999&streamid=cam-42f", ["-t", "1"]), 0)
+        XCTAssertEqual(try call("passphrase=phone-secret-1234&streamid=cam-42f"), 0)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let said = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        XCTAssertTrue(said.contains { $0.contains("127.0.0.1:") && $0.contains("refused: unknown key") }, "\(said)")
+        XCTAssertTrue(said.contains { $0.contains("127.0.0.1:") && $0.contains("passphrase") }, "\(said)")
+        XCTAssertFalse("\(run.events)\(run.stderr)".contains("intruder") || "\(run.events)\(run.stderr)".contains("cam-42f")
+                       || "\(run.events)\(run.stderr)".contains("secret"), "no key or passphrase printed")
+        let states = run.events.filter { $0["event"] as? String == "publisher" }.compactMap { $0["state"] as? String }
+        XCTAssertEqual(states, ["connected", "disconnected"], "only the right caller became a session")
+        XCTAssertTrue((run.events.first { $0["event"] as? String == "publisher" }?["peer"] as? String ?? "").hasPrefix("127.0.0.1:"))
+        let times = try CLI.videoFrameTimes(dir + "/out.mp4")
+        XCTAssertGreaterThanOrEqual((times.last ?? 0) - (times.first ?? 0) + 1.0 / 30, 5.5)
+    }
+}

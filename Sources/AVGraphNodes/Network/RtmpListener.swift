@@ -8,7 +8,7 @@ import Foundation
 /// reader as a `PublisherStream` of FLV. While one publishes, another valid publisher is
 /// refused (the held session ends after `silence` without data, so a phone that reconnects
 /// gets in then). Refusals are warnings naming the peer, never the key.
-final class RtmpListener: @unchecked Sendable {
+final class RtmpListener: PublisherListener, @unchecked Sendable {
     struct Limits {
         var handshakeTimeout = 5.0
         /// An admitted publisher that sends nothing this long is gone.
@@ -38,87 +38,27 @@ final class RtmpListener: @unchecked Sendable {
     let policy: RtmpPolicy
     let limits: Limits
     private let listener: Int32
-    private var wake: [Int32] = [-1, -1]
-    private var notes: [String] = []
-    private let condition = NSCondition()
-    private var ready: [PublisherStream] = []
-    private var stopped = false
     private var peers: [Peer] = []
-    private let done = DispatchSemaphore(value: 0)
-    private var started = false
     private var lastCrowdWarning = 0.0
 
     /// Binds at once (a port in use is an error at start, not a warning later).
     init(host: String, port: Int, policy: RtmpPolicy, limits: Limits) throws {
         self.policy = policy
         self.limits = limits
-        listener = try SocketAddress.listen(host: host, port: port)
-        guard pipe(&wake) == 0 else {
-            close(listener)
-            throw MediaError("rtmp listener: pipe: \(String(cString: strerror(errno)))")
+        let fd = try SocketAddress.listen(host: host, port: port)
+        listener = fd
+        do { try super.init(threadName: "rtmp-listener") } catch {
+            close(fd)
+            throw error
         }
-        for fd in wake { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK | FD_CLOEXEC) }
     }
 
     deinit {
         stop()
         close(listener)
-        for fd in wake { close(fd) }
     }
 
-    func start() {
-        started = true
-        let t = Thread { [self] in
-            loop()
-            done.signal()
-        }
-        t.name = "rtmp-listener"
-        t.start()
-    }
-
-    /// The next admitted publisher (its first media passed the bounds), waiting for one; nil once stopped.
-    func next() -> PublisherStream? {
-        condition.lock()
-        defer { condition.unlock() }
-        while ready.isEmpty && !stopped { condition.wait() }
-        return stopped ? nil : ready.removeFirst()
-    }
-
-    /// Warnings since the last call (refused connections), each naming the peer.
-    func takeNotes() -> [String] {
-        condition.lock()
-        defer { condition.unlock() }
-        let n = notes
-        notes.removeAll()
-        return n
-    }
-
-    private func note(_ message: String) {
-        condition.lock()
-        // Bounded: a flood of refused connections must not grow memory between two reports.
-        if notes.count < 100 { notes.append(message) }
-        condition.unlock()
-    }
-
-    func stop() {
-        condition.lock()
-        let first = !stopped
-        stopped = true
-        condition.broadcast()
-        condition.unlock()
-        guard first else { return }
-        poke()
-        if started { done.wait() }
-    }
-
-    private func poke() {
-        var b: UInt8 = 1
-        _ = write(wake[1], &b, 1)
-    }
-
-    private var isStopped: Bool { condition.lock(); defer { condition.unlock() }; return stopped }
-
-    private func loop() {
+    override func run() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         defer { for p in peers { drop(p) } }
         while !isStopped {
@@ -134,7 +74,7 @@ final class RtmpListener: @unchecked Sendable {
             }
             let wait = nearest.isFinite ? Int32(max(0, min(60, nearest - now)) * 1000) + 1 : -1
             guard poll(&fds, nfds_t(fds.count), wait) >= 0 || errno == EINTR else { return }
-            if fds[0].revents != 0 { while read(wake[0], &buffer, buffer.count) > 0 {} }
+            if fds[0].revents != 0 { drainWake() }
             if isStopped { return }
             if fds[1].revents & Int16(POLLIN) != 0 { acceptAll() }
             var gone: Set<ObjectIdentifier> = []
@@ -170,8 +110,6 @@ final class RtmpListener: @unchecked Sendable {
         }
     }
 
-    private static func seconds(_ s: Double) -> String { s == s.rounded() ? "\(Int(s)) s" : "\(s) s" }
-
     private func acceptAll() {
         while let (fd, address) = SocketAddress.accept(listener) {
             let waiting = peers.filter { $0.stream == nil }.count
@@ -204,10 +142,7 @@ final class RtmpListener: @unchecked Sendable {
         }
         if c.ready, !p.announced, let s = p.stream, c.refusal == nil {
             p.announced = true
-            condition.lock()
-            ready.append(s)
-            condition.signal()
-            condition.unlock()
+            announce(s)
         }
         if let refusal = c.refusal {
             note("\(p.address): \(refusal)")

@@ -50,7 +50,7 @@ struct NetworkInput {
     var timeout: Double
     /// avgraph's own server (a listening `rtmp` source): it accepts, authenticates and hands
     /// over publishers; nil: libavformat opens `url`.
-    var listener: RtmpListener?
+    var listener: PublisherListener?
     /// Pictures larger than this are refused (`max-size`).
     var maxSize = PictureSize(width: 3840, height: 2160)
 }
