@@ -5,7 +5,7 @@ import Foundation
 /// (RTMP), the handshake bound, the largest pictures and rate.
 enum ListenOptions {
     static let keys = Setting.secrets("keys",
-        doc: "with listen: the stream keys a publisher may use (`stream`, in the url's application, or `app/stream`); with keys-file and $AVGRAPH_KEYS they replace the url's stream name as the key; never printed")
+        doc: "with listen: the keys a publisher may use (rtmp: `stream`, in the url's application, or `app/stream`; srt: the caller's streamid); with keys-file and $AVGRAPH_KEYS they replace the url's own key; never printed")
     static let keysFile = Setting<String?>.path("keys-file", mustExist: true,
         doc: "with listen: a file of stream keys, one a line (# comments), read again when it changes; never printed")
     static let handshakeTimeout = Setting.duration("handshake-timeout", 0.5...60, default: "5s",

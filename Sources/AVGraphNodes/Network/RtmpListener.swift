@@ -67,7 +67,12 @@ final class RtmpListener: PublisherListener, @unchecked Sendable {
             var nearest = Double.infinity
             for p in peers {
                 var events: Int16 = 0
-                if !(p.stream?.isFull ?? false) { events |= Int16(POLLIN) }
+                if p.stream?.isFull == true {
+                    // Not read because the reader is behind: its silence is ours, not the publisher's.
+                    p.lastData = now
+                } else {
+                    events |= Int16(POLLIN)
+                }
                 if !p.connection.output.isEmpty { events |= Int16(POLLOUT) }
                 fds.append(pollfd(fd: p.fd, events: events, revents: 0))
                 nearest = min(nearest, p.stream == nil ? p.deadline : p.lastData + limits.silence)
