@@ -183,6 +183,42 @@ final class NetworkAuthTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(try videoSeconds(dir + "/out.mp4"), 2.7)
     }
 
+    /// A second publisher with the right key while the first is live is refused; the first is
+    /// recorded whole.
+    func testASecondPublisherWhileOneIsLiveIsRefusedAndTheFirstIsRecordedWhole() throws {
+        let dir = CLI.scratch()
+        let clip = try Self.clip(dir)
+        let port = try LoopbackPort.free()
+        let run = try start(dir, "url: \"rtmp://127.0.0.1:\(port)/live/phone\"")
+        let first = Process()
+        first.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        first.arguments = ["ffmpeg", "-v", "error", "-nostdin", "-re", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/phone"]
+        first.standardError = FileHandle.nullDevice
+        try first.run()
+        usleep(1_500_000)
+        XCTAssertNotEqual(try NetworkIngestTests.publish(["-re", "-t", "2", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/phone"]), 0)
+        first.waitUntilExit()
+        XCTAssertEqual(first.terminationStatus, 0)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        XCTAssertTrue(warnings(run).contains { $0.contains("127.0.0.1:") && $0.contains("another publisher is live") }, "\(warnings(run))")
+        let states = run.events.filter { $0["event"] as? String == "publisher" }.compactMap { $0["state"] as? String }
+        XCTAssertEqual(states, ["connected", "disconnected"])
+        XCTAssertGreaterThanOrEqual(try videoSeconds(dir + "/out.mp4"), 5.5)
+    }
+
+    /// Pictures faster than max-rate (by the stream's own timestamps): refused within a second.
+    func testAPublisherOverMaxRateIsRefused() throws {
+        let dir = CLI.scratch()
+        let clip = try Self.clip(dir, seconds: 4)
+        let port = try LoopbackPort.free()
+        let run = try start(dir, "url: \"rtmp://127.0.0.1:\(port)/live/phone\", max-rate: 20")
+        XCTAssertNotEqual(try NetworkIngestTests.publish(["-re", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/phone"]), 0)
+        _ = run.waitForExit(timeout: 30)
+        XCTAssertTrue(warnings(run).contains { $0.contains("127.0.0.1:") && $0.contains("max-rate") }, "\(warnings(run))")
+        let seconds = (try? videoSeconds(dir + "/out.mp4")) ?? 0
+        XCTAssertLessThan(seconds, 1.5, "refused within its first second")
+    }
+
     /// A publisher that stops is a normal end: no `error:` line, the run ends with 0.
     func testAPublisherLeavingPrintsNoError() throws {
         let dir = CLI.scratch()
