@@ -35,6 +35,16 @@ final class NetworkAuthTests: XCTestCase {
         return run
     }
 
+    /// ffmpeg publishing `clip` to `url` in realtime, while the test goes on.
+    private func publishInBackground(_ clip: String, _ url: String) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["ffmpeg", "-v", "error", "-nostdin", "-re", "-i", clip, "-c", "copy", "-f", "flv", url]
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+
     private func warnings(_ run: BackgroundRun) -> [String] {
         run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
     }
@@ -126,11 +136,7 @@ final class NetworkAuthTests: XCTestCase {
         let clip = try Self.clip(dir)
         let port = try LoopbackPort.free()
         let run = try start(dir, "url: \"rtmp://127.0.0.1:\(port)/live/phone\", handshake-timeout: 2s")
-        let phone = Process()
-        phone.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        phone.arguments = ["ffmpeg", "-v", "error", "-nostdin", "-re", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/phone"]
-        phone.standardError = FileHandle.nullDevice
-        try phone.run()
+        let phone = try publishInBackground(clip, "rtmp://127.0.0.1:\(port)/live/phone")
         usleep(1_500_000)
         var sockets: [Int32] = []
         for i in 0..<10 {
@@ -190,11 +196,7 @@ final class NetworkAuthTests: XCTestCase {
         let clip = try Self.clip(dir)
         let port = try LoopbackPort.free()
         let run = try start(dir, "url: \"rtmp://127.0.0.1:\(port)/live/phone\"")
-        let first = Process()
-        first.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        first.arguments = ["ffmpeg", "-v", "error", "-nostdin", "-re", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/phone"]
-        first.standardError = FileHandle.nullDevice
-        try first.run()
+        let first = try publishInBackground(clip, "rtmp://127.0.0.1:\(port)/live/phone")
         usleep(1_500_000)
         XCTAssertNotEqual(try NetworkIngestTests.publish(["-re", "-t", "2", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/phone"]), 0)
         first.waitUntilExit()
