@@ -35,8 +35,10 @@ let package = Package(
             pkgConfig: "libavformat",
             providers: [.apt(["libavcodec-dev", "libavformat-dev", "libavutil-dev", "libswscale-dev", "libswresample-dev", "libavdevice-dev"])]
         ),
+        // libsrt itself (the library libavformat's srt protocol loads): the `srt` source's own listener.
+        .systemLibrary(name: "CSrt", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         .target(name: "AVGraph", dependencies: ["CFFmpeg", "Yams"]),
-        .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg"]),
+        .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg", "CSrt"]),
         .target(name: "AVGraphTesting", dependencies: ["AVGraph", "CFFmpeg"]),
         .executableTarget(
             name: "avgraph",
@@ -64,7 +66,7 @@ let package = Package(
 // libFuzzer targets (Fuzz/), only when scripts/fuzz builds them: their entry point is
 // LLVMFuzzerTestOneInput, so they link only with -sanitize=fuzzer.
 if Context.environment["AVGRAPH_FUZZ"] != nil {
-    package.targets += [.target(name: "CFuzzDriver", path: "Fuzz/driver")] + ["pipe", "ingest", "control"].map { name in
+    package.targets += [.target(name: "CFuzzDriver", path: "Fuzz/driver")] + ["pipe", "ingest", "control", "rtmp"].map { name in
         .executableTarget(name: "Fuzz\(name.prefix(1).uppercased() + name.dropFirst())", dependencies: ["AVGraph", "AVGraphNodes", "CFuzzDriver"],
                           path: "Fuzz/\(name)")
     }

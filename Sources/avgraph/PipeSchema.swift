@@ -142,6 +142,7 @@ enum PipeSchema {
             return ["anyOf": [valueSchema(.orientation),
                               schedule(["at": valueSchema(.duration(0...1e9)), "value": valueSchema(.orientation)])]]
         case .spans: return schedule(["at": valueSchema(.duration(0...1e9)), "for": valueSchema(.duration(0...1e9))])
+        case .secrets: return ["anyOf": [["type": "array", "items": ["type": ["string", "number"]]], ["type": ["string", "number"]]]]
         case .loop: return ["anyOf": [boolean, ["type": "integer", "minimum": 1]]]
         case .perInput(let inner):
             return ["type": "object", "propertyNames": ["pattern": "^[a-z][a-z0-9_-]*(\\.[A-Za-z0-9_-]+)?$"],

@@ -17,18 +17,7 @@ final class IngestServerTests: XCTestCase {
                            "-f", "lavfi", "-i", "sine=f=440:r=48000:d=14", "-c:v", "libx264", "-preset", "veryfast", "-g", "30",
                            "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", clip])
         let port = try LoopbackPort.free()
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: CLI.packageRoot + "/scripts/ingest-server")
-        server.arguments = ["--port", String(port), "--host", "127.0.0.1", "--out", out, "--avgraph", CLI.binary]
-        FileManager.default.createFile(atPath: dir + "/server.log", contents: nil)
-        let log = FileHandle(forWritingAtPath: dir + "/server.log")
-        server.standardError = log
-        server.standardOutput = log
-        try server.run()
-        addTeardownBlock { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-        let end = Date().addingTimeInterval(20)
-        while Date() < end && !LoopbackPort.accepts(port) { usleep(50_000) }
-        XCTAssertTrue(LoopbackPort.accepts(port), "nginx listens")
+        let server = try startServer(dir: dir, port: port, out: out)
 
         let names = ["alice", "bob", "carol"]
         let publishers = try names.map { name -> Process in
@@ -62,5 +51,59 @@ final class IngestServerTests: XCTestCase {
             let events = try String(contentsOfFile: out + "/.ingest/\(name).events", encoding: .utf8)
             XCTAssertTrue(events.contains("\"pipeline\":\"ingest-\(name)\""), "the run is named after the stream")
         }
+    }
+
+    /// `--keys FILE`: nginx asks the publish check before anything runs; a name not in the file
+    /// is refused (the publisher fails, no avgraph starts, nothing recorded, the name never
+    /// printed), a listed one is recorded.
+    func testKeysRefuseAnUnknownNameBeforeAnyAvgraphStarts() throws {
+        let dir = CLI.scratch()
+        let out = dir + "/recordings"
+        let clip = dir + "/phone.mp4"
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=4",
+                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=4", "-c:v", "libx264", "-preset", "veryfast", "-g", "30",
+                           "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", clip])
+        CLI.write("# phones allowed\nalice-k3y\n", to: dir + "/keys")
+        let port = try LoopbackPort.free()
+        let server = try startServer(dir: dir, port: port, out: out, extra: ["--keys", dir + "/keys"])
+
+        XCTAssertNotEqual(try NetworkIngestTests.publish(["-re", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/mallory"]), 0,
+                          "nginx refuses an unknown name")
+        XCTAssertEqual((try? CLI.shell(["pgrep", "-f", "ingest-mallory"]))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "", "",
+                       "no avgraph for it")
+        XCTAssertEqual(try NetworkIngestTests.publish(["-re", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/alice-k3y"]), 0)
+        usleep(1_000_000)
+        kill(server.processIdentifier, SIGINT)
+        let stopBy = Date().addingTimeInterval(60)
+        while server.isRunning && Date() < stopBy { usleep(50_000) }
+        XCTAssertFalse(server.isRunning, "ingest-server stopped on SIGINT")
+        let said = (try? String(contentsOfFile: dir + "/server.log", encoding: .utf8)) ?? ""
+        XCTAssertTrue(said.contains("127.0.0.1") && said.contains("refused: unknown key"), said)
+        XCTAssertFalse(said.contains("mallory") || said.contains("alice-k3y"), "no name printed: \(said)")
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []
+        XCTAssertFalse(files.contains { $0.contains("mallory") }, "nothing recorded for it: \(files)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: out + "/.ingest/mallory.events"), "no avgraph ran for it")
+        let times = try CLI.videoFrameTimes(out + "/alice-k3y.mp4")
+        // Joining at the first keyframe after the pull starts may cost up to 1 s (the clip has one a second).
+        XCTAssertGreaterThanOrEqual((times.last ?? 0) - (times.first ?? 0) + 1.0 / 30, 2.8, "the listed name is recorded")
+        let left = (try? CLI.shell(["pgrep", "-f", out])) ?? ""
+        XCTAssertEqual(left.trimmingCharacters(in: .whitespacesAndNewlines), "", "processes left: \(left)")
+    }
+
+    /// scripts/ingest-server on loopback `port`, its output in DIR/server.log; waits until nginx listens.
+    private func startServer(dir: String, port: Int, out: String, extra: [String] = []) throws -> Process {
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: CLI.packageRoot + "/scripts/ingest-server")
+        server.arguments = ["--port", String(port), "--host", "127.0.0.1", "--out", out, "--avgraph", CLI.binary] + extra
+        FileManager.default.createFile(atPath: dir + "/server.log", contents: nil)
+        let log = FileHandle(forWritingAtPath: dir + "/server.log")
+        server.standardError = log
+        server.standardOutput = log
+        try server.run()
+        addTeardownBlock { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        let end = Date().addingTimeInterval(20)
+        while Date() < end && !LoopbackPort.accepts(port) { usleep(50_000) }
+        XCTAssertTrue(LoopbackPort.accepts(port), "nginx listens")
+        return server
     }
 }

@@ -10,7 +10,8 @@ extension CheckedPipeline {
             var options: [String: String] = [:]
             for (name, _) in n.optionLocations {
                 guard let v = n.options[name], let spec = n.type.option(name) else { continue }
-                options[name] = v.shown(as: spec.type)
+                // A URL shown here is a stream key shown: `check --format dot`, `ctl NAME graph`.
+                options[name] = Redaction.text(v.shown(as: spec.type))
             }
             var o: [String: Any] = ["name": n.name, "type": n.type.typeName, "role": n.type.isSource ? "source" : n.type.isSink ? "sink" : "filter",
                                     "options": options]

@@ -19,6 +19,8 @@ public indirect enum OptionType: Sendable {
     case orientationSchedule
     /// Spans of media time `[{at: 20s, for: 10s}]`.
     case spans
+    /// A list of secrets (stream keys): never shown, only counted.
+    case secrets
     /// `false`, `true` (forever) or a count of plays.
     case loop
     /// A mapping from an input's name to a value of the inner type.
@@ -49,6 +51,7 @@ public indirect enum OptionType: Sendable {
         case .orientation: return "orientation"
         case .orientationSchedule: return "orientation or schedule"
         case .spans: return "schedule"
+        case .secrets: return "list of secrets"
         case .loop: return "bool|count"
         case .perInput(let t): return "map input -> \(t.name)"
         case .retry: return "{attempts: N, backoff: MIN..MAX}"

@@ -12,6 +12,8 @@ public indirect enum OptionValue: Sendable, Equatable {
     case orientation(Orientation)
     case orientationSchedule([OrientationChange])
     case spans([TimeSpan])
+    /// Secrets (stream keys), in the order given; `text` never shows them.
+    case secrets([String])
     case color(RGB)
     /// -1 plays forever.
     case loop(Int)
@@ -175,6 +177,20 @@ extension OptionType {
                 spans.append(TimeSpan(at: at, length: len))
             }
             return .spans(spans.sorted { $0.at < $1.at })
+        case .secrets:
+            // One key as a scalar (`--set src.keys=KEY`), or a list of them.
+            if let s = value.scalar { return .secrets([s]) }
+            guard let items = value.list else {
+                throw ValueProblem(message: "expected a list of keys, got \(value.shown)", hint: "write it like [phone-key-1, phone-key-2]")
+            }
+            var keys: [String] = []
+            for item in items {
+                guard let s = item.scalar, !s.isEmpty else {
+                    throw ValueProblem(message: "a key must be a non-empty string", at: item.location)
+                }
+                keys.append(s)
+            }
+            return .secrets(keys)
         case .loop:
             let s = try scalar()
             switch s.lowercased() {
@@ -356,6 +372,7 @@ extension OptionValue {
         case .orientation(let o): return o.rawValue
         case .orientationSchedule(let c): return c.map { "\($0.at)s:\($0.value.rawValue)" }.joined(separator: ",")
         case .spans(let s): return s.map { "\($0.at)s+\($0.length)s" }.joined(separator: ",")
+        case .secrets(let k): return "[\(k.count) \(k.count == 1 ? "key" : "keys"): \(Redaction.mask)]"
         case .color(let c): return String(format: "#%02x%02x%02x", c.r, c.g, c.b)
         case .loop(let n): return n < 0 ? "true" : String(n)
         case .perInput(let m): return m.keys.sorted().map { "\($0)=\(m[$0]!.text)" }.joined(separator: ",")

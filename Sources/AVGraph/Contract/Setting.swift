@@ -286,6 +286,13 @@ extension Setting where Value == [TimeSpan] {
     }
 }
 
+extension Setting where Value == [String] {
+    /// Secrets (stream keys): a list, or one as a scalar; none when not given. Never shown.
+    public static func secrets(_ name: String, doc: String) -> Self {
+        Self(name, .secrets, default: nil, live: false, doc: doc, optional: []) { if case .secrets(let k) = $0 { k } else { nil } }
+    }
+}
+
 extension Setting where Value == [String: Double] {
     /// A per-input gain map (`{mic: 1.5, app: -6dB}`), linear factors.
     public static func gains(_ name: String, live: Bool = false, doc: String) -> Self {

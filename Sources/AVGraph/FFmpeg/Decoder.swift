@@ -7,8 +7,9 @@ public final class Decoder {
     /// Packets the decoder refused as damaged (and skipped).
     public private(set) var damagedPackets = 0
 
-    /// `threads` 0 lets libavcodec pick from the core count.
-    public init(parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, threads: Int = 0) throws {
+    /// `threads` 0 lets libavcodec pick from the core count. `maxPixels` (0: no bound) makes
+    /// the decoder refuse a picture larger than that before allocating it.
+    public init(parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, threads: Int = 0, maxPixels: Int = 0) throws {
         guard let codec = avcodec_find_decoder(parameters.pointee.codec_id) else {
             let name = String(cString: avcodec_get_name(parameters.pointee.codec_id))
             throw MediaError("no decoder for \(name) in this FFmpeg")
@@ -19,6 +20,7 @@ public final class Decoder {
             try AVFailure.check(avcodec_parameters_to_context(ctx, parameters), "avcodec_parameters_to_context")
             ctx.pointee.pkt_timebase = timeBase.av
             ctx.pointee.thread_count = Int32(threads)
+            if maxPixels > 0 { ctx.pointee.max_pixels = Int64(maxPixels) }
             try AVFailure.check(avcodec_open2(ctx, codec, nil), "opening the \(String(cString: codec.pointee.name)) decoder")
         } catch {
             var c: UnsafeMutablePointer<AVCodecContext>? = ctx

@@ -6,11 +6,14 @@ public final class Demuxer {
     public let path: String
     /// Retained here: libavformat only holds a raw pointer to it (network inputs).
     private let cancel: CancelFlag?
+    /// Where a stream read through a callback comes from; closed after the input.
+    private let io: ReadCallbackIO?
 
     /// `probe: false` skips decoding the first packets to learn the streams: for files whose
     /// header says it all (an MP4's moov), when only packets are copied.
     public init(path: String, probe: Bool = true) throws {
         cancel = nil
+        io = nil
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         let opened = avformat_open_input(&ctx, path, nil, nil)
         guard opened >= 0, let ctx else {
@@ -30,16 +33,8 @@ public final class Demuxer {
     public init(url: String, format: String? = nil, options: [String: String], cancel: CancelFlag, redacted: String,
                 analyzeSeconds: Double = 1) throws {
         self.cancel = cancel
-        guard let ctx = avformat_alloc_context() else { throw MediaError("out of memory (avformat_alloc_context)") }
-        ctx.pointee.interrupt_callback.callback = { opaque in
-            guard let opaque else { return 0 }
-            return Unmanaged<CancelFlag>.fromOpaque(opaque).takeUnretainedValue().isCancelled ? 1 : 0
-        }
-        ctx.pointee.interrupt_callback.opaque = Unmanaged.passUnretained(cancel).toOpaque()
-        // A live stream's first second tells its codecs; waiting the default 5 s only delays the start.
-        ctx.pointee.max_analyze_duration = Int64(analyzeSeconds * 1e6)
-        // Nor wait for 20 pictures to guess a frame rate the caller does not use.
-        ctx.pointee.fps_probe_size = 0
+        io = nil
+        let ctx = try Self.liveContext(cancel: cancel, analyzeSeconds: analyzeSeconds)
         var dict: OpaquePointer?
         for (k, v) in options { av_dict_set(&dict, k, v, 0) }
         defer { av_dict_free(&dict) }
@@ -52,6 +47,39 @@ public final class Demuxer {
         // Fully initialised: on a throw from here deinit closes the input.
         let probed = avformat_find_stream_info(opened, nil)
         if probed < 0 { throw MediaError("cannot read the streams of \(redacted): \(AVFailure.message(probed))") }
+    }
+
+    /// A live stream whose bytes `read` delivers (see `ReadCallbackIO`: it may block, returns 0
+    /// at the end), demuxed as `format` (`flv`, `mpegts`). `name` names it in errors.
+    public init(format: String, name: String, cancel: CancelFlag, analyzeSeconds: Double = 1,
+                read: @escaping (UnsafeMutableRawBufferPointer) -> Int) throws {
+        self.cancel = cancel
+        let io = try ReadCallbackIO(read: read)
+        self.io = io
+        let ctx = try Self.liveContext(cancel: cancel, analyzeSeconds: analyzeSeconds)
+        ctx.pointee.pb = io.context
+        var opened: UnsafeMutablePointer<AVFormatContext>? = ctx
+        let r = avformat_open_input(&opened, nil, av_find_input_format(format), nil)
+        guard r >= 0, let opened else { throw MediaError("cannot read the stream from \(name): \(AVFailure.message(r))") }
+        context = opened
+        path = name
+        let probed = avformat_find_stream_info(opened, nil)
+        if probed < 0 { throw MediaError("cannot read the streams from \(name): \(AVFailure.message(probed))") }
+    }
+
+    /// A format context for a live input: cancellable, quick to probe.
+    private static func liveContext(cancel: CancelFlag, analyzeSeconds: Double) throws -> UnsafeMutablePointer<AVFormatContext> {
+        guard let ctx = avformat_alloc_context() else { throw MediaError("out of memory (avformat_alloc_context)") }
+        ctx.pointee.interrupt_callback.callback = { opaque in
+            guard let opaque else { return 0 }
+            return Unmanaged<CancelFlag>.fromOpaque(opaque).takeUnretainedValue().isCancelled ? 1 : 0
+        }
+        ctx.pointee.interrupt_callback.opaque = Unmanaged.passUnretained(cancel).toOpaque()
+        // A live stream's first second tells its codecs; waiting the default 5 s only delays the start.
+        ctx.pointee.max_analyze_duration = Int64(analyzeSeconds * 1e6)
+        // Nor wait for 20 pictures to guess a frame rate the caller does not use.
+        ctx.pointee.fps_probe_size = 0
+        return ctx
     }
 
     deinit {

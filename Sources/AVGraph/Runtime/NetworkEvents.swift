@@ -9,7 +9,7 @@ extension Event {
         public enum State: String, Codable, Sendable { case connected, disconnected }
         public var state: State
         public var session: Int
-        /// The publisher's address (`HOST:PORT`; the server pulled from; `unknown` for SRT).
+        /// The publisher's address (`HOST:PORT` from the accepted connection; pulling: the server, redacted).
         public var peer: String
         /// The source's URL without stream key, credentials or query.
         public var url: String

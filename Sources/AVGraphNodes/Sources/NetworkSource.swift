@@ -48,8 +48,11 @@ struct NetworkInput {
     var options: [String: String]
     var listen: Bool
     var timeout: Double
-    /// The TCP port a listening source accepts on (to name the publisher's address).
-    var tcpPort: Int?
+    /// avgraph's own server (a listening `rtmp` source): it accepts, authenticates and hands
+    /// over publishers; nil: libavformat opens `url`.
+    var listener: PublisherListener?
+    /// Pictures larger than this are refused (`max-size`).
+    var maxSize = PictureSize(width: 3840, height: 2160)
 }
 
 /// The node side of a network source: starts the reader, maps its sessions onto the run's
@@ -130,7 +133,7 @@ final class NetworkReader: @unchecked Sendable {
     let input: NetworkInput
     let shownURL: String
     private let hub: IngestHub
-    private let cancel = CancelFlag()
+    let cancel = CancelFlag()
     private let lock = NSLock()
     private var notes: [Note] = []
     private var connected = false
@@ -149,6 +152,7 @@ final class NetworkReader: @unchecked Sendable {
 
     func start() {
         started = true
+        input.listener?.start()
         let t = Thread { [self] in
             loop()
             done.signal()
@@ -160,6 +164,7 @@ final class NetworkReader: @unchecked Sendable {
     func stop() {
         guard !cancel.isCancelled else { return }
         cancel.cancel()
+        input.listener?.stop()
         if started { done.wait() }
     }
 
@@ -167,14 +172,15 @@ final class NetworkReader: @unchecked Sendable {
     var failure: MediaError? { lock.lock(); defer { lock.unlock() }; return failed }
 
     func takeNotes() -> [Note] {
+        let refused = input.listener?.takeNotes() ?? []
         lock.lock()
         defer { lock.unlock() }
-        let n = notes
+        let n = notes + refused.map { Note.warning($0) }
         notes.removeAll()
         return n
     }
 
-    private func note(_ n: Note) {
+    func note(_ n: Note) {
         lock.lock()
         notes.append(n)
         lock.unlock()
@@ -198,8 +204,11 @@ final class NetworkReader: @unchecked Sendable {
             var options = input.options
             options["rw_timeout"] = String(Int64(input.timeout * 1e6))
             let demuxer: Demuxer
+            let peer: String
+            let stream: PublisherStream?
             do {
-                demuxer = try Demuxer(url: input.url, format: input.format, options: options, cancel: cancel, redacted: shownURL)
+                guard let opened = try open(options) else { break }
+                (demuxer, peer, stream) = opened
             } catch {
                 if cancel.isCancelled { break }
                 // A publisher that hangs up during the handshake, or a server not there yet: try again.
@@ -213,7 +222,6 @@ final class NetworkReader: @unchecked Sendable {
             delay = 0.5
             lastWarning = ""
             session += 1
-            let peer = Self.peer(demuxer, input)
             lock.lock()
             connected = true
             lock.unlock()
@@ -224,6 +232,7 @@ final class NetworkReader: @unchecked Sendable {
             do { try read(demuxer, connectedAt: started) } catch {
                 reason = cancel.isCancelled ? "stopped" : "\(error)"
             }
+            stream?.abandon()
             lock.lock()
             connected = false
             lock.unlock()
@@ -247,7 +256,8 @@ final class NetworkReader: @unchecked Sendable {
         func decoder(_ i: Int?) throws -> Decoder? {
             guard let i else { return nil }
             let s = demuxer.stream(i)
-            return try Decoder(parameters: s.pointee.codecpar, timeBase: Rational(s.pointee.time_base))
+            return try Decoder(parameters: s.pointee.codecpar, timeBase: Rational(s.pointee.time_base),
+                               threads: NetworkReader.decoderThreads, maxPixels: input.maxSize.width * input.maxSize.height)
         }
         let decoding = SessionDecoding(
             session: session, connectedAt: connectedAt, decoders: [try decoder(videoIndex), try decoder(audioIndex)],
@@ -333,51 +343,6 @@ final class NetworkReader: @unchecked Sendable {
         guard let sd = av_frame_get_side_data(av, AV_FRAME_DATA_DISPLAYMATRIX), sd.pointee.size >= 36 else { return stream }
         return FileProbe.orientation(matrix: UnsafeRawPointer(sd.pointee.data))
     }
-
-    /// Where the publisher is: for a listening RTMP source, the far end of the accepted TCP
-    /// connection (found among this process's sockets by the local port); otherwise the server
-    /// pulled from, or "unknown" (libavformat does not tell an SRT peer's address).
-    private static func peer(_ demuxer: Demuxer, _ input: NetworkInput) -> String {
-        if !input.listen { return NetworkSourceOptions.redacted(input.url) }
-        guard let port = input.tcpPort else { return "unknown" }
-        return PeerAddress.connected(toLocalPort: port) ?? "unknown"
-    }
-}
-
-/// The far end of this process's connected TCP socket on a local port.
-enum PeerAddress {
-    static func connected(toLocalPort port: Int) -> String? {
-        guard let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return nil }
-        for name in fds {
-            guard let fd = Int32(name) else { continue }
-            var st = stat()
-            guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { continue }
-            var local = sockaddr_storage(), remote = sockaddr_storage()
-            var len = socklen_t(MemoryLayout<sockaddr_storage>.size), rlen = len
-            let ok = withUnsafeMutablePointer(to: &local) { l in
-                withUnsafeMutablePointer(to: &remote) { r in
-                    l.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } == 0 &&
-                        r.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &rlen) } == 0
-                }
-            }
-            guard ok, let l = describe(&local), l.port == port, let r = describe(&remote) else { continue }
-            return r.host.contains(":") ? "[\(r.host)]:\(r.port)" : "\(r.host):\(r.port)"
-        }
-        return nil
-    }
-
-    private static func describe(_ a: inout sockaddr_storage) -> (host: String, port: Int)? {
-        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST)), service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
-        let size = socklen_t(a.ss_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
-        guard a.ss_family == sa_family_t(AF_INET) || a.ss_family == sa_family_t(AF_INET6) else { return nil }
-        let r = withUnsafePointer(to: &a) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                getnameinfo($0, size, &host, socklen_t(host.count), &service, socklen_t(service.count), NI_NUMERICHOST | NI_NUMERICSERV)
-            }
-        }
-        guard r == 0, let port = Int(String(cString: service)) else { return nil }
-        return (String(cString: host), port)
-    }
 }
 
 extension IngestHub {
@@ -413,96 +378,5 @@ final class SessionDecoding: @unchecked Sendable {
         self.decoders = decoders
         self.timeBases = timeBases
         self.orientation = orientation
-    }
-}
-
-/// Compressed packets between a network reader and its decoder, bounded by bytes: past the
-/// limit (the pipeline far behind) packets are dropped, video up to the next keyframe.
-final class PacketBacklog: @unchecked Sendable {
-    enum Item {
-        case begin(SessionDecoding)
-        case packet(UnsafeMutablePointer<AVPacket>, pad: Int)
-    }
-
-    private let condition = NSCondition()
-    private var items: [Item] = []
-    private var head = 0
-    private var bytes = 0
-    private var ended = false
-    private var videoWaitsForKeyframe = false
-    private let limit: Int
-    private(set) var dropped = 0
-
-    init(limit: Int) { self.limit = limit }
-
-    deinit { discard() }
-
-    /// Takes `packet`'s reference (leaving it blank for the next read).
-    func push(_ packet: UnsafeMutablePointer<AVPacket>, pad: Int) {
-        condition.lock()
-        defer { condition.unlock() }
-        let key = packet.pointee.flags & avg_pkt_flag_key() != 0
-        if pad == 0 && videoWaitsForKeyframe && !key { dropped += 1; return }
-        if pad == 0 { videoWaitsForKeyframe = false }
-        if ended || bytes + Int(packet.pointee.size) > limit {
-            dropped += 1
-            if pad == 0 { videoWaitsForKeyframe = true }
-            return
-        }
-        let copy = av_packet_alloc()!
-        av_packet_move_ref(copy, packet)
-        bytes += Int(copy.pointee.size)
-        items.append(.packet(copy, pad: pad))
-        condition.signal()
-    }
-
-    /// A new publisher session: the packets after this are its own.
-    func begin(_ session: SessionDecoding) {
-        condition.lock()
-        videoWaitsForKeyframe = false
-        items.append(.begin(session))
-        condition.signal()
-        condition.unlock()
-    }
-
-    func end() {
-        condition.lock()
-        ended = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    /// The oldest item (the caller frees a packet), waiting for one; nil once ended and empty, or cancelled.
-    func next(_ cancel: CancelFlag) -> Item? {
-        condition.lock()
-        defer { condition.unlock() }
-        while head == items.count {
-            if ended || cancel.isCancelled { return nil }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
-        }
-        if cancel.isCancelled { return nil }
-        let item = items[head]
-        head += 1
-        if head > 256 && head * 2 > items.count {
-            items.removeFirst(head)
-            head = 0
-        }
-        if case .packet(let p, _) = item { bytes -= Int(p.pointee.size) }
-        return item
-    }
-
-    /// Frees what is left (the decoder has stopped).
-    func discard() {
-        condition.lock()
-        ended = true
-        for i in head..<items.count {
-            guard case .packet(let packet, _) = items[i] else { continue }
-            var p: UnsafeMutablePointer<AVPacket>? = packet
-            av_packet_free(&p)
-        }
-        items.removeAll()
-        head = 0
-        bytes = 0
-        condition.unlock()
     }
 }

@@ -12,13 +12,24 @@ public final class RtmpSourceNode: Node, LiveSource, @unchecked Sendable {
     public static let outputs = NetworkSourceOptions.outputs
     static let url = Setting<String?>.string("url", required: true,
         doc: "rtmp://HOST:PORT/APP/STREAM: with listen, where to accept the publisher (0.0.0.0 for every interface); without, the stream to pull")
-    public static let options = [url.spec] + NetworkSourceOptions.common()
+    public static let options = [url.spec] + NetworkSourceOptions.common() + ListenOptions.rtmp()
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""
         guard url.hasPrefix("rtmp://") || (url.hasPrefix("rtmps://") && !n[NetworkSourceOptions.listen]) else {
             throw NegotiationError("'\(NetworkSourceOptions.redacted(url))' is not an RTMP address", option: "url",
                                    hint: "write it like rtmp://0.0.0.0:1935/live/phone")
+        }
+        if n[NetworkSourceOptions.listen] {
+            guard let parts = ListenOptions.rtmpParts(url), !parts.app.isEmpty else {
+                throw NegotiationError("'\(NetworkSourceOptions.redacted(url))' names no application to listen on", option: "url",
+                                       hint: "write it like rtmp://0.0.0.0:1935/live/phone")
+            }
+            if parts.stream.isEmpty && n[ListenOptions.keys].isEmpty && n.path(ListenOptions.keysFile) == nil
+                && ProcessInfo.processInfo.environment[PublisherKeys.environment] == nil {
+                throw NegotiationError("no stream key admits a publisher", option: "keys",
+                                       hint: "give keys, keys-file or $\(PublisherKeys.environment), or name the stream in the url")
+            }
         }
         return try NetworkSourceOptions.negotiate(n)
     }
@@ -28,11 +39,20 @@ public final class RtmpSourceNode: Node, LiveSource, @unchecked Sendable {
     public init(_ setup: NodeSetup) throws {
         let url = setup[Self.url] ?? ""
         let listen = setup[NetworkSourceOptions.listen]
-        var options: [String: String] = [:]
-        if listen { options["listen"] = "1" }
-        core = NetworkSourceCore(setup, input: NetworkInput(url: url, format: "flv", options: options, listen: listen,
-                                                            timeout: setup[NetworkSourceOptions.timeout],
-                                                            tcpPort: URLComponents(string: url)?.port ?? 1935))
+        let timeout = setup[NetworkSourceOptions.timeout]
+        var input = NetworkInput(url: url, format: "flv", options: [:], listen: listen, timeout: timeout)
+        input.maxSize = setup[ListenOptions.maxSize]
+        if listen {
+            // avgraph's own server (not libavformat's single-connection listen): any number of
+            // connections at once, each authenticated, the handshake bounded.
+            guard let parts = ListenOptions.rtmpParts(url) else { throw MediaError("'\(NetworkSourceOptions.redacted(url))' is not an RTMP address") }
+            let keys = try ListenOptions.publisherKeys(url: url, keys: setup[ListenOptions.keys], file: setup.path(ListenOptions.keysFile))
+            let policy = RtmpPolicy(app: parts.app, keys: keys, maxWidth: input.maxSize.width, maxHeight: input.maxSize.height,
+                                    maxRate: setup[ListenOptions.maxRate])
+            input.listener = try RtmpListener(host: parts.host, port: parts.port, policy: policy,
+                                              limits: .init(handshakeTimeout: setup[ListenOptions.handshakeTimeout], silence: timeout))
+        }
+        core = NetworkSourceCore(setup, input: input)
     }
 
     public func produce(_ out: Outlet) throws -> Bool { try core.produce(out) }

@@ -13,7 +13,8 @@ public final class SrtSourceNode: Node, LiveSource, @unchecked Sendable {
     static let passphrase = Setting<String?>.string("passphrase", doc: "encrypt with this passphrase (10 to 79 characters); the peer needs the same")
     static let latency = Setting.duration("latency", 0.02...10, default: "120ms",
         doc: "SRT's receive latency: how long lost packets may be retransmitted before they count as lost")
-    public static let options = [url.spec] + NetworkSourceOptions.common() + [passphrase.spec, latency.spec]
+    public static let options = [url.spec] + NetworkSourceOptions.common() + [passphrase.spec, latency.spec, ListenOptions.keys.spec, ListenOptions.keysFile.spec,
+                                                                          ListenOptions.handshakeTimeout.spec, ListenOptions.maxSize.spec]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""
@@ -33,8 +34,22 @@ public final class SrtSourceNode: Node, LiveSource, @unchecked Sendable {
         // libsrt's options in FFmpeg 5.1: latency in microseconds; mode listener or caller.
         var options = ["mode": listen ? "listener" : "caller", "latency": String(Int64(setup[Self.latency] * 1e6))]
         if let p = setup[Self.passphrase] { options["passphrase"] = p }
-        core = NetworkSourceCore(setup, input: NetworkInput(url: setup[Self.url] ?? "", format: "mpegts", options: options, listen: listen,
-                                                            timeout: setup[NetworkSourceOptions.timeout], tcpPort: nil))
+        let url = setup[Self.url] ?? ""
+        let timeout = setup[NetworkSourceOptions.timeout]
+        var input = NetworkInput(url: url, format: "mpegts", options: options, listen: listen, timeout: timeout)
+        input.maxSize = setup[ListenOptions.maxSize]
+        if listen {
+            // avgraph's own listener on libsrt: each caller's stream id checked, stops wake it.
+            guard let c = URLComponents(string: url), let host = c.host, let port = c.port else {
+                throw MediaError("'\(NetworkSourceOptions.redacted(url))' needs a host and a port to listen on")
+            }
+            let urlKey = c.queryItems?.first { $0.name == "streamid" }?.value
+            let keys = try PublisherKeys(keys: setup[ListenOptions.keys], file: setup.path(ListenOptions.keysFile), urlKey: urlKey)
+            input.listener = try SrtListener(.init(host: host, port: port, passphrase: setup[Self.passphrase], latency: setup[Self.latency],
+                                                   keys: keys.isEmpty && setup.path(ListenOptions.keysFile) == nil ? nil : keys,
+                                                   handshakeTimeout: setup[ListenOptions.handshakeTimeout], silence: timeout))
+        }
+        core = NetworkSourceCore(setup, input: input)
     }
 
     public func produce(_ out: Outlet) throws -> Bool { try core.produce(out) }

@@ -1,0 +1,40 @@
+import AVGraph
+import CFFmpeg
+import Foundation
+
+extension NetworkReader {
+    /// Frame threads per decoder: a few, so a large stream cannot multiply the pictures in flight.
+    static let decoderThreads = min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))
+
+    /// The next publisher's stream, demuxed, with the peer's address: from avgraph's own server
+    /// (waiting for an admitted publisher; nil once stopped), or libavformat opening the URL.
+    /// A stream whose pictures are over `max-size` is refused here, before a decoder sees it.
+    func open(_ options: [String: String]) throws -> (Demuxer, String, PublisherStream?)? {
+        guard let listener = input.listener else {
+            let demuxer = try Demuxer(url: input.url, format: input.format, options: options, cancel: cancel, redacted: shownURL)
+            try checkSize(demuxer, peer: nil)
+            // libavformat does not tell an SRT caller's address; pulling, the peer is the server.
+            return (demuxer, input.listen ? "unknown" : shownURL, nil)
+        }
+        guard let stream = listener.next() else { return nil }
+        do {
+            let demuxer = try Demuxer(format: input.format ?? "flv", name: "\(stream.peer)", cancel: cancel) { [cancel] buffer in
+                cancel.isCancelled ? 0 : stream.read(into: buffer)
+            }
+            try checkSize(demuxer, peer: stream.peer)
+            return (demuxer, stream.peer, stream)
+        } catch {
+            stream.abandon()
+            throw error
+        }
+    }
+
+    private func checkSize(_ demuxer: Demuxer, peer: String?) throws {
+        guard let v = demuxer.bestStream(AVMEDIA_TYPE_VIDEO) else { return }
+        let par = demuxer.stream(v).pointee.codecpar.pointee
+        let max = input.maxSize
+        if par.width > max.width || par.height > max.height {
+            throw MediaError("\(peer ?? shownURL): refused: \(par.width)x\(par.height) pictures are over max-size \(max.width)x\(max.height)")
+        }
+    }
+}

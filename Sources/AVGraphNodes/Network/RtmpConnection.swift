@@ -1,0 +1,261 @@
+import Foundation
+
+/// What a listening RTMP source admits: the URL's application, the keys, the bounds.
+struct RtmpPolicy: @unchecked Sendable {
+    var app: String
+    var keys: PublisherKeys
+    var maxWidth = 3840
+    var maxHeight = 2160
+    var maxRate = 120.0
+    /// Called with each data message's name and values (`onMetaData`, `onPrivacy`...) of an
+    /// admitted publisher, on the listener's thread, before it goes on to the demuxer.
+    var onData: (@Sendable (String, [Amf0Value]) -> Void)?
+
+    /// Applications a publisher may connect to: the URL's and those named in `app/stream` keys.
+    func admitsApp(_ app: String) -> Bool {
+        app == self.app || keys.current().contains { $0.contains("/") && String($0[..<$0.lastIndex(of: "/")!]) == app }
+    }
+}
+
+/// The server side of one RTMP connection, without the socket: bytes from the peer in, bytes
+/// to send and FLV bytes (once a publisher is admitted) out. The simple handshake, the chunk
+/// stream, the commands a publisher sends (connect, releaseStream, FCPublish, createStream,
+/// publish) and its audio, video and data messages as FLV tags.
+final class RtmpConnection {
+    enum Phase: Equatable { case handshake, handshakeAck, commands, publishing, ended }
+
+    let policy: RtmpPolicy
+    private(set) var phase = Phase.handshake
+    /// Bytes to send to the peer.
+    var output: [UInt8] = []
+    /// FLV (header, then tags) of the admitted publisher, not yet taken.
+    var flv: [UInt8] = []
+    /// Set when the connection is refused (the peer's fault): why, for a warning. Close after sending `output`.
+    private(set) var refusal: String?
+    /// The publisher's first media passed the bounds: its session can start.
+    private(set) var ready = false
+    /// Set by the server: another publisher holds the source (this one is refused).
+    var othersPublishing = false
+    /// The publish command was accepted (the key, and no other publisher).
+    private(set) var admitted = false
+    /// The peer asked to stop publishing (deleteStream, FCUnpublish).
+    var finished: Bool { phase == .ended && refusal == nil }
+
+    private var handshake: [UInt8] = []
+    private let chunks = RtmpChunkReader(maxMessageSize: 64 * 1024)
+    private var app = ""
+    private var connected = false
+    private var outChunkSize = 128
+    private var ackWindow: UInt64 = 2_500_000
+    private var acknowledged: UInt64 = 0
+    private var nalLengthSize = 4
+    private var recentPictures: [UInt32] = []
+    static let maxMessageSize = 0xFF_FFFF
+
+    init(policy: RtmpPolicy) { self.policy = policy }
+
+    /// Bytes from the peer. After a refusal or the end, nothing more is read.
+    func receive(_ bytes: UnsafeRawBufferPointer) {
+        guard phase != .ended else { return }
+        if phase == .handshake || phase == .handshakeAck {
+            let used = min(bytes.count, (phase == .handshake ? 1537 : 1536) - handshake.count)
+            handshake += bytes.prefix(used)
+            if phase == .handshake && handshake.count == 1537 {
+                guard handshake[0] == 3 else { return refuse("not RTMP") }
+                // S0, S1 (time, zero version: the simple handshake), S2 (C1 echoed).
+                output += [3] + [UInt8](repeating: 0, count: 8) + (0..<1528).map { _ in UInt8.random(in: 0...255) }
+                output += handshake[1...]
+                handshake = []
+                phase = .handshakeAck
+            } else if phase == .handshakeAck && handshake.count == 1536 {
+                phase = .commands
+                handshake = []
+            }
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[used...])
+            if !rest.isEmpty && phase == .commands { receive(rest) }
+            return
+        }
+        let messages: [RtmpMessage]
+        do { messages = try chunks.feed(bytes) } catch {
+            return refuse(phase == .publishing ? "broke the RTMP stream (\(error))" : "not RTMP (\(error))")
+        }
+        for m in messages where phase != .ended { handle(m) }
+        if chunks.received - acknowledged >= ackWindow {
+            acknowledged = chunks.received
+            send(RtmpMessage(type: RtmpChunkReader.MessageType.acknowledgement, streamID: 0, timestamp: 0,
+                             payload: RtmpChunkWriter.uint32(UInt32(truncatingIfNeeded: acknowledged))), csid: 2)
+        }
+    }
+
+    private func refuse(_ reason: String) {
+        refusal = reason
+        phase = .ended
+    }
+
+    private func send(_ m: RtmpMessage, csid: UInt8) {
+        output += RtmpChunkWriter.chunks(m, csid: csid, chunkSize: outChunkSize)
+    }
+
+    private func command(_ values: [Amf0Value], streamID: UInt32 = 0) {
+        send(RtmpMessage(type: RtmpChunkReader.MessageType.amf0Command, streamID: streamID, timestamp: 0, payload: Amf0.encode(values)),
+             csid: streamID == 0 ? 3 : 5)
+    }
+
+    private func status(_ level: String, _ code: String, _ description: String, txid: Double = 0, streamID: UInt32) {
+        command([.string("onStatus"), .number(txid), .null, .object([
+            Amf0Pair(name: "level", value: .string(level)), Amf0Pair(name: "code", value: .string(code)),
+            Amf0Pair(name: "description", value: .string(description)),
+        ])], streamID: streamID)
+    }
+
+    private func handle(_ m: RtmpMessage) {
+        typealias T = RtmpChunkReader.MessageType
+        switch m.type {
+        case T.windowAckSize where m.payload.count >= 4:
+            ackWindow = max(UInt64(m.payload.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }), 4096)
+        case T.amf0Command, T.amf3Command:
+            let body = m.type == T.amf3Command ? m.payload.dropFirst() : m.payload[...]
+            guard let values = try? Amf0.decodeAll(body), let name = values.first?.string else {
+                return refuse(phase == .publishing ? "sent a command that is not AMF0" : "not RTMP (a command that is not AMF0)")
+            }
+            handleCommand(name, values, streamID: m.streamID)
+        case T.amf0Data where phase == .publishing:
+            data(m)
+        case T.audio where phase == .publishing:
+            // An AAC frame after its header, or any other codec's: the session has media.
+            if m.payload.count >= 2 && !(m.payload[0] >> 4 == 10 && m.payload[1] == 0) { ready = true }
+            tag(8, m.timestamp, m.payload[...])
+        case T.video where phase == .publishing:
+            if let problem = videoProblem(m) { return refuse(problem) }
+            ready = true
+            tag(9, m.timestamp, m.payload[...])
+        default: break
+        }
+    }
+
+    private func handleCommand(_ name: String, _ values: [Amf0Value], streamID: UInt32) {
+        let txid = values.count > 1 ? values[1].number ?? 0 : 0
+        switch name {
+        case "connect":
+            app = (values.count > 2 ? values[2]["app"]?.string : nil) ?? ""
+            while app.hasSuffix("/") { app.removeLast() }
+            guard policy.admitsApp(app) else {
+                command([.string("_error"), .number(txid), .null, .object([
+                    Amf0Pair(name: "level", value: .string("error")), Amf0Pair(name: "code", value: .string("NetConnection.Connect.Rejected")),
+                    Amf0Pair(name: "description", value: .string("unknown application")),
+                ])])
+                return refuse("refused: wrong app")
+            }
+            send(RtmpMessage(type: RtmpChunkReader.MessageType.windowAckSize, streamID: 0, timestamp: 0, payload: RtmpChunkWriter.uint32(2_500_000)), csid: 2)
+            send(RtmpMessage(type: RtmpChunkReader.MessageType.setPeerBandwidth, streamID: 0, timestamp: 0, payload: RtmpChunkWriter.uint32(2_500_000) + [2]), csid: 2)
+            send(RtmpMessage(type: RtmpChunkReader.MessageType.setChunkSize, streamID: 0, timestamp: 0, payload: RtmpChunkWriter.uint32(4096)), csid: 2)
+            outChunkSize = 4096
+            connected = true
+            command([.string("_result"), .number(txid),
+                     .object([Amf0Pair(name: "fmsVer", value: .string("FMS/3,0,1,123")), Amf0Pair(name: "capabilities", value: .number(31))]),
+                     .object([Amf0Pair(name: "level", value: .string("status")), Amf0Pair(name: "code", value: .string("NetConnection.Connect.Success")),
+                              Amf0Pair(name: "description", value: .string("Connection succeeded.")), Amf0Pair(name: "objectEncoding", value: .number(0))])])
+        case "releaseStream", "FCPublish":
+            command([.string("_result"), .number(txid), .null, .undefined])
+        case "createStream":
+            command([.string("_result"), .number(txid), .null, .number(1)])
+        case "publish":
+            guard phase == .commands, connected else { return refuse("not RTMP (publish before connect)") }
+            let stream = values.count > 3 ? values[3].string ?? "" : ""
+            let candidates = app == policy.app ? [stream, app + "/" + stream] : [app + "/" + stream]
+            guard policy.keys.admits(candidates) else {
+                status("error", "NetStream.Publish.BadName", "unknown stream key", streamID: streamID)
+                return refuse("refused: unknown key")
+            }
+            guard !othersPublishing else {
+                status("error", "NetStream.Publish.BadName", "another publisher is live", streamID: streamID)
+                return refuse("refused: another publisher is live on this source")
+            }
+            // Stream Begin, then Publish.Start: the publisher may send.
+            send(RtmpMessage(type: RtmpChunkReader.MessageType.userControl, streamID: 0, timestamp: 0, payload: [0, 0] + RtmpChunkWriter.uint32(streamID)), csid: 2)
+            status("status", "NetStream.Publish.Start", "publishing", streamID: streamID)
+            chunks.maxMessageSize = Self.maxMessageSize
+            phase = .publishing
+            admitted = true
+            flv = Array("FLV".utf8) + [1, 5, 0, 0, 0, 9, 0, 0, 0, 0]
+        case "FCUnpublish", "deleteStream", "closeStream":
+            if phase == .publishing { phase = .ended }
+        case "play":
+            refuse("refused: not a publisher (play)")
+        default: break
+        }
+    }
+
+    /// A data message: its name to the hook, `@setDataFrame` taken off (as a file has it), on to FLV.
+    private func data(_ m: RtmpMessage) {
+        var body = m.payload[...]
+        guard var name = Amf0.leadingString(body) else { return }
+        if name == "@setDataFrame" {
+            var reader = Amf0.Reader(bytes: body)
+            guard (try? reader.value(depth: 0)) != nil else { return }
+            body = body.dropFirst(reader.offset)
+            guard let inner = Amf0.leadingString(body) else { return }
+            name = inner
+        }
+        if let onData = policy.onData, let values = try? Amf0.decodeAll(body) { onData(name, Array(values.dropFirst())) }
+        tag(18, m.timestamp, body)
+    }
+
+    private func tag(_ type: UInt8, _ time: UInt32, _ payload: ArraySlice<UInt8>) {
+        guard !payload.isEmpty else { return }
+        let n = payload.count
+        flv += [type, UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF),
+                UInt8(time >> 16 & 0xFF), UInt8(time >> 8 & 0xFF), UInt8(time & 0xFF), UInt8(time >> 24), 0, 0, 0]
+        flv += payload
+        flv += RtmpChunkWriter.uint32(UInt32(n + 11))
+    }
+
+    /// Why a video message is refused (a picture over max-size declared in an H.264 SPS,
+    /// pictures faster than max-rate), or nil.
+    private func videoProblem(_ m: RtmpMessage) -> String? {
+        let p = m.payload
+        guard p.count >= 5, p[0] & 0x0F == 7 else { return nil }
+        var sps: [ArraySlice<UInt8>] = []
+        if p[1] == 0 {
+            // AVCDecoderConfigurationRecord: lengthSizeMinusOne, then the SPS list.
+            guard p.count >= 11 else { return nil }
+            nalLengthSize = Int(p[9] & 3) + 1
+            var i = 11
+            for _ in 0..<Int(p[10] & 0x1F) {
+                guard i + 2 <= p.count else { break }
+                let n = Int(p[i]) << 8 | Int(p[i + 1])
+                guard i + 2 + n <= p.count else { break }
+                sps.append(p[i + 2..<i + 2 + n])
+                i += 2 + n
+            }
+        } else if p[1] == 1 {
+            if let limit = rateProblem(m.timestamp) { return limit }
+            var i = 5
+            while i + nalLengthSize <= p.count {
+                let n = p[i..<i + nalLengthSize].reduce(0) { $0 << 8 | Int($1) }
+                i += nalLengthSize
+                guard n > 0, i + n <= p.count else { break }
+                if p[i] & 0x1F == 7 { sps.append(p[i..<i + n]) }
+                i += n
+            }
+        }
+        for s in sps {
+            guard let size = H264PictureSize.of(sps: s) else { continue }
+            if size.width > policy.maxWidth || size.height > policy.maxHeight {
+                return "refused: \(size.width)x\(size.height) pictures are over max-size \(policy.maxWidth)x\(policy.maxHeight)"
+            }
+        }
+        return nil
+    }
+
+    /// Pictures within the last second of the stream's own time, against max-rate (with room
+    /// for timestamps rounded to milliseconds).
+    private func rateProblem(_ time: UInt32) -> String? {
+        recentPictures.append(time)
+        recentPictures.removeAll { time &- $0 >= 1000 && $0 <= time }
+        if Double(recentPictures.count) > policy.maxRate * 1.1 + 2 {
+            return "refused: more than \(Int(policy.maxRate)) pictures a second (max-rate)"
+        }
+        return nil
+    }
+}

@@ -1,0 +1,205 @@
+import AVGraph
+import CSrt
+import Foundation
+
+/// avgraph as the SRT listener, on libsrt directly (libavformat's listener mode takes whoever
+/// calls and cannot look at a caller's stream id): `srt_listen_callback` admits a caller only
+/// with a known stream id (when keys are set) and while no other publisher is live; libsrt
+/// checks the passphrase. One thread waits in `srt_epoll_wait` on the listener, the admitted
+/// caller and the stop pipe; the caller's MPEG-TS goes to the reader as a `PublisherStream`.
+final class SrtListener: PublisherListener, @unchecked Sendable {
+    struct Settings {
+        var host: String
+        var port: Int
+        var passphrase: String?
+        var latency: Double
+        /// nil: any stream id (the passphrase is the only check).
+        var keys: PublisherKeys?
+        var handshakeTimeout = 5.0
+        var silence = 5.0
+    }
+
+    let settings: Settings
+    private let socket: SRTSOCKET
+    private let epoll: Int32
+    private var session: (socket: SRTSOCKET, stream: PublisherStream, lastData: Double)?
+    // Under `condition`: libsrt calls the hook on its own thread.
+    private var busy = false
+    /// Callers whose stream id was admitted, by address, and when: one that has not become a
+    /// connection by the handshake timeout failed after the hook (a wrong passphrase).
+    private var admitted: [String: Double] = [:]
+    private var lastRefusal: [String: Double] = [:]
+
+    init(_ settings: Settings) throws {
+        self.settings = settings
+        srt_startup()
+        // libsrt writes its own lines to stderr (each refused caller, twice): what matters is said here, once.
+        srt_setloglevel(2)  // LOG_CRIT
+        let s = srt_create_socket(), e = srt_epoll_create()
+        socket = s
+        epoll = e
+        do { try super.init(threadName: "srt-listener") } catch {
+            srt_close(s)
+            srt_epoll_release(e)
+            throw error
+        }
+        try configure()
+    }
+
+    deinit {
+        stop()
+        if let s = session { srt_close(s.socket) }
+        srt_close(socket)
+        srt_epoll_release(epoll)
+        srt_cleanup()
+    }
+
+    private func fail(_ what: String) -> MediaError {
+        MediaError("cannot listen on srt://\(settings.host):\(settings.port): \(what): \(String(cString: srt_getlasterror_str()))")
+    }
+
+    private func configure() throws {
+        var no: Int32 = 0
+        var latency = Int32(settings.latency * 1000)
+        srt_setsockflag(socket, SRTO_RCVSYN, &no, Int32(MemoryLayout<Int32>.size))
+        srt_setsockflag(socket, SRTO_RCVLATENCY, &latency, Int32(MemoryLayout<Int32>.size))
+        if let p = settings.passphrase {
+            guard srt_setsockflag(socket, SRTO_PASSPHRASE, p, Int32(p.utf8.count)) == 0 else { throw fail("passphrase") }
+        }
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(settings.host, String(settings.port), &hints, &list) == 0, let first = list else { throw fail("address") }
+        defer { freeaddrinfo(list) }
+        guard srt_bind(socket, first.pointee.ai_addr, Int32(first.pointee.ai_addrlen)) == 0 else { throw fail("bind") }
+        let hooked = srt_listen_callback(socket, { opaque, caller, _, peer, streamID in
+            guard let opaque else { return -1 }
+            let me = Unmanaged<SrtListener>.fromOpaque(opaque).takeUnretainedValue()
+            return me.admit(caller, peer: peer.map { SrtListener.describe($0) } ?? "unknown", streamID: streamID.map { String(cString: $0) } ?? "")
+        }, Unmanaged.passUnretained(self).toOpaque())
+        guard hooked == 0, srt_listen(socket, 8) == 0 else { throw fail("listen") }
+        var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
+        srt_epoll_add_usock(epoll, socket, &events)
+        srt_epoll_add_ssock(epoll, wake[0], &events)
+    }
+
+    private static func describe(_ a: UnsafePointer<sockaddr>) -> String {
+        SocketAddress.describe(a, socklen_t(a.pointee.sa_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size))
+    }
+
+    /// The hook, on libsrt's thread, before the handshake ends: 0 admits, -1 refuses.
+    private func admit(_ caller: SRTSOCKET, peer: String, streamID: String) -> Int32 {
+        var refusal: String?
+        if let keys = settings.keys, !keys.admits([streamID]) { refusal = "refused: unknown key" }
+        condition.lock()
+        if refusal == nil && busy { refusal = "refused: another publisher is live on this source" }
+        let now = Monotonic.now
+        let repeated = now - (lastRefusal[peer] ?? -10) < 2
+        if refusal != nil { lastRefusal[peer] = now } else { admitted[peer] = now }
+        condition.unlock()
+        guard let refusal else { return 0 }
+        // A caller repeats its handshake: one warning for it.
+        if !repeated { note("\(peer): \(refusal)") }
+        srt_setrejectreason(caller, refusal.contains("key") ? 1401 : 1409)
+        return -1
+    }
+
+    override func run() {
+        var readable = [SRTSOCKET](repeating: 0, count: 4)
+        var system = [SYSSOCKET](repeating: 0, count: 2)
+        var buffer = [CChar](repeating: 0, count: 1500)
+        defer { endSession() }
+        while !isStopped {
+            let wait = nearestDeadline().map { Int64(max(0, $0 - Monotonic.now) * 1000) + 1 } ?? -1
+            var rn = Int32(readable.count), sn = Int32(system.count)
+            let n = srt_epoll_wait(epoll, &readable, &rn, nil, nil, wait, &system, &sn, nil, nil)
+            if isStopped { return }
+            if sn > 0 { drainWake() }
+            if n > 0 {
+                for s in readable.prefix(Int(max(0, rn))) {
+                    if s == socket { acceptAll() } else if s == session?.socket { receive(&buffer) }
+                }
+            }
+            checkDeadlines()
+        }
+    }
+
+    private func acceptAll() {
+        while true {
+            var addr = sockaddr_storage()
+            var len = Int32(MemoryLayout<sockaddr_storage>.size)
+            let s = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { srt_accept(socket, $0, &len) } }
+            guard s >= 0 else { return }
+            let peer = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress.describe($0, socklen_t(len)) } }
+            condition.lock()
+            admitted[peer] = nil
+            let taken = busy
+            busy = true
+            condition.unlock()
+            if taken {
+                srt_close(s)
+                continue
+            }
+            var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
+            srt_epoll_add_usock(epoll, s, &events)
+            let stream = PublisherStream(peer: peer) { [weak self] in self?.poke() }
+            session = (s, stream, Monotonic.now)
+            announce(stream)
+        }
+    }
+
+    private func receive(_ buffer: inout [CChar]) {
+        guard let current = session else { return }
+        var bytes: [UInt8] = []
+        while true {
+            let n = srt_recvmsg(current.socket, &buffer, Int32(buffer.count))
+            if n > 0 {
+                buffer.withUnsafeBytes { bytes += $0.prefix(Int(n)) }
+                continue
+            }
+            if n < 0 && srt_getlasterror(nil) == avg_srt_error_async_receive() { break }
+            // Closed or broken: the caller is gone.
+            if !bytes.isEmpty { current.stream.append(bytes) }
+            endSession()
+            return
+        }
+        session?.lastData = Monotonic.now
+        // Live SRT keeps no backlog for a late reader: past the stream's bound, what comes is lost either way.
+        if !current.stream.isFull { current.stream.append(bytes) }
+    }
+
+    private func endSession() {
+        guard let s = session else { return }
+        session = nil
+        srt_epoll_remove_usock(epoll, s.socket)
+        srt_close(s.socket)
+        s.stream.end()
+        condition.lock()
+        busy = false
+        condition.unlock()
+    }
+
+    private func nearestDeadline() -> Double? {
+        condition.lock()
+        let oldest = admitted.values.min()
+        condition.unlock()
+        let candidates = [oldest.map { $0 + settings.handshakeTimeout }, session.map { $0.lastData + settings.silence }].compactMap { $0 }
+        return candidates.min()
+    }
+
+    private func checkDeadlines() {
+        let now = Monotonic.now
+        if let s = session, s.stream.isAbandoned || now - s.lastData >= settings.silence {
+            if !s.stream.isAbandoned { note("\(s.stream.peer): the publisher sent nothing for \(Self.seconds(settings.silence)): taken as gone") }
+            endSession()
+        }
+        condition.lock()
+        let failed = admitted.filter { now - $0.value >= settings.handshakeTimeout }.map(\.key)
+        for peer in failed { admitted[peer] = nil }
+        condition.unlock()
+        for peer in failed.sorted() {
+            note("\(peer): refused: the SRT handshake did not complete (a wrong passphrase?)")
+        }
+    }
+}
