@@ -80,9 +80,11 @@ public final class HlsWriter {
         let t = packet.pts
         span[i] = (span[i]?.first ?? t, t)
         let stream = audio == nil ? i : 2 * i
+        // The muxer takes the packet's content: what it says is read first.
+        let keyframe = packet.isKeyframe
         // The muxer takes the packet's data reference; the caller's Packet keeps the AVPacket alive.
         try withExtendedLifetime(packet) { try muxer.write(packet.av, timeBase: packet.timeBase, stream: stream) }
-        if !masterWritten && packet.isKeyframe { try writeMasterWhenReady() }
+        if !masterWritten && keyframe { try writeMasterWhenReady() }
     }
 
     /// An audio packet, into every rendition.
