@@ -139,6 +139,33 @@ final class HlsTests: XCTestCase {
         XCTAssertEqual(hiddenByRendition[0], hiddenByRendition[1], "the same pictures hidden in every rendition")
     }
 
+    func testPauseCutsTheSameSpanFromEveryRendition() throws {
+        let dir = CLI.scratch()
+        let master = dir + "/paused/master.m3u8"
+        let control = dir + "/ctl/p.sock"
+        CLI.write(W.smallLadder(master: master, window: "all", extra: "control: \(control)"), to: dir + "/p.pipe")
+        let run = try BackgroundRun(["run", dir + "/p.pipe", "--realtime", "--duration", "8s", "--events", "json"])
+        XCTAssertNotNil(run.waitFor(timeout: 30) { ($0["event"] as? String) == "stats" && ($0["media_time"] as? Double ?? 0) >= 2.5 })
+        XCTAssertEqual(try CLI.run(["ctl", control, "pause"]).status, 0)
+        usleep(2_000_000)
+        XCTAssertEqual(try CLI.run(["ctl", control, "resume"]).status, 0)
+        XCTAssertEqual(run.waitForExit(timeout: 60), 0, run.stderr)
+        let resumed = try XCTUnwrap(run.events.first { $0["event"] as? String == "resumed" })
+        let paused = try XCTUnwrap(resumed["paused_for"] as? Double)
+        XCTAssertEqual(paused, 2, accuracy: 0.5)
+        var timesByRendition: [[Double]] = []
+        for rendition in ["360p", "180p"] {
+            let playlist = dir + "/paused/\(rendition)/index.m3u8"
+            XCTAssertEqual(try W.decode(playlist).errors, "")
+            let times = try CLI.videoFrameTimes(playlist)
+            XCTAssertEqual(try W.videoSpan(playlist), 8 - paused, accuracy: 0.3, "\(rendition): 8 s run, the paused \(paused) s cut out")
+            XCTAssertLessThan(zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 1, 0.1, "\(rendition): no hole where the pause was")
+            timesByRendition.append(times)
+        }
+        XCTAssertEqual(timesByRendition[0].count, timesByRendition[1].count, "the same pictures in both renditions")
+        for (a, b) in zip(timesByRendition[0], timesByRendition[1]) { XCTAssertEqual(a, b, accuracy: 0.001) }
+    }
+
     func testCheckRefusesKeyframesThatDoNotDivideTheSegment() throws {
         let dir = CLI.scratch()
         var pipe = W.smallLadder(master: dir + "/x/master.m3u8", window: "6")

@@ -156,8 +156,20 @@ public final class HlsSinkNode: Node, @unchecked Sendable {
         if writer != nil { return try write(packet, input: input) }
         if firstStream[input] == nil { firstStream[input] = packet.stream }
         waiting.append((input, packet))
+        if waiting.count > Self.maxWaiting {
+            // An input that neither starts nor ends must not hold the others (and memory) forever.
+            let silent = firstStream.indices.filter { firstStream[$0] == nil && !ended[$0] }
+            if let r = silent.compactMap({ renditionOf[$0] }).first {
+                throw MediaError("rendition \(names[r]) sent nothing in \(Self.maxWaiting) packets of the others")
+            }
+            out.warning("writing '\(master)' without audio: none arrived in \(Self.maxWaiting) packets of the video")
+            for i in silent { ended[i] = true }
+        }
         try startWhenEveryInputShowed()
     }
+
+    /// About 5 s of a 4-rendition ladder at 30 fps with its audio.
+    static let maxWaiting = 1000
 
     public func inputEnded(_ input: Int, _ out: Outlet) throws {
         ended[input] = true
@@ -181,7 +193,7 @@ public final class HlsSinkNode: Node, @unchecked Sendable {
     }
 
     private func write(_ packet: Packet, input: Int) throws {
-        guard let writer else { return }
+        guard let writer, firstStream[input] != nil else { return }
         if let r = renditionOf[input] {
             try writer.write(video: packet, rendition: r)
         } else {
