@@ -16,8 +16,8 @@ final class ConformanceTests: XCTestCase {
     func t(_ name: String) -> any Node.Type { registry[name]! }
 
     /// Encoded video and audio made by the built-in encoders from the raw test media.
-    func encoded() throws -> (video: ConformanceCase.Feed, audio: ConformanceCase.Feed) {
-        let h264 = try NodeHarness(registry["h264"]!, options: "tune: zerolatency", inputs: [Self.video])
+    func encoded(h264Options: String = "") throws -> (video: ConformanceCase.Feed, audio: ConformanceCase.Feed) {
+        let h264 = try NodeHarness(registry["h264"]!, options: "tune: zerolatency" + h264Options, inputs: [Self.video])
         for b in try Conformance.rawVideo(Self.video) { try h264.feed(b) }
         try h264.endAll()
         let aac = try NodeHarness(registry["aac"]!, inputs: [Self.audio])
@@ -60,6 +60,8 @@ final class ConformanceTests: XCTestCase {
             "null": .init(t("null"), inputs: [raw, app]),
             "file sink": .init(registry.resolve("file", hasInputs: true)!, options: "path: \(dir)/out.mp4, overwrite: true", inputs: [v, a]),
             "clips": .init(t("clips"), inputs: [v, a]),
+            // Renditions for HLS come from encoders with keyframes at fixed times (2 s at the default gop).
+            "hls": .init(t("hls"), options: "path: \(dir)/hls/master.m3u8, overwrite: true", inputs: [try encoded(h264Options: ", keyframes: fixed").video, a]),
             "rtmp sink": .init(registry.resolve("rtmp", hasInputs: true)!, options: "url: rtmp://127.0.0.1:\(nowhere)/live/x, \(unreachable)",
                                inputs: [v, a], finishMayThrow: true),
             "srt sink": .init(registry.resolve("srt", hasInputs: true)!, options: "url: srt://127.0.0.1:\(nowhere), \(unreachable)",

@@ -34,7 +34,9 @@ public final class Muxer {
         try AVFailure.check(avformat_alloc_output_context2(&ctx, nil, format, path), "preparing \(format) output")
         guard let ctx else { throw MediaError("cannot prepare \(format) output") }
         context = ctx
-        let opened = avio_open(&ctx.pointee.pb, path, avg_avio_write())
+        // A muxer that writes files of its own (hls: playlists and segments) gets no output here.
+        let opensOwnFiles = (ctx.pointee.oformat.pointee.flags & avg_fmt_nofile()) != 0
+        let opened = opensOwnFiles ? 0 : avio_open(&ctx.pointee.pb, path, avg_avio_write())
         if opened < 0 {
             avformat_free_context(ctx)
             throw MediaError("cannot write '\(path)': \(AVFailure.message(opened))")

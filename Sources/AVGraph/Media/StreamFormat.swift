@@ -23,6 +23,10 @@ public struct StreamFormat: Sendable, Equatable, CustomStringConvertible {
     /// Encoded media: the encoder's profile (`high`, `lc`) and target bit rate (0: quality-based).
     public var profile = ""
     public var bitRate = 0
+    /// Encoded video: the encoder promises a keyframe exactly every this many seconds of media
+    /// time from its first picture, and nowhere else (0: no promise, keyframes where it likes).
+    /// A segmenting sink checks that its segment length is a multiple of it.
+    public var keyframeSeconds = 0.0
 
     public init(kind: MediaKind) { self.kind = kind }
 

@@ -12,6 +12,7 @@ public final class H264Node: Node, @unchecked Sendable {
 
     enum Profile: String, CaseIterable, Sendable { case high, main, baseline }
     enum Preset: String, CaseIterable, Sendable { case ultrafast, superfast, veryfast, faster, fast, medium, slow, slower, veryslow, placebo }
+    enum Keyframes: String, CaseIterable, Sendable { case auto, fixed }
     enum Tune: String, CaseIterable, Sendable { case film, animation, grain, stillimage, fastdecode, zerolatency, psnr, ssim }
 
     static let bitrate = Setting.bitrate("bitrate", 10_000...200_000_000, default: "2500k", live: true,
@@ -31,8 +32,13 @@ public final class H264Node: Node, @unchecked Sendable {
         doc: "encoder threads; 0 fits them: two per core offline (at most 16), as many as the pixel rate needs in realtime runs (720p30: one)")
     static let lookahead = Setting<Int?>.int("lookahead", 0...250,
         doc: "frames x264 looks ahead for rate control; default: the preset's (veryfast: 10) offline; in realtime runs none (x264's zerolatency tuning, unless a tune is set: then 1); each 720p frame held costs ~2.8 MB")
-    public static let options = [bitrate.spec, maxrate.spec, bufsize.spec, gop.spec, bframes.spec, profile.spec, preset.spec,
+    static let keyframes = Setting.choice("keyframes", default: Keyframes.auto,
+        doc: "auto: a keyframe at least every gop frames and at scene cuts, where x264 likes; fixed: exactly every gop frames' worth of media time from the first picture and nowhere else (scene cuts off), so encoders fed by one source put keyframes at the same timestamps, as an HLS ladder needs")
+    public static let options = [bitrate.spec, maxrate.spec, bufsize.spec, gop.spec, keyframes.spec, bframes.spec, profile.spec, preset.spec,
                                  tune.spec, crf.spec, threads.spec, lookahead.spec]
+
+    /// Frames between keyframes: the `gop` option, or 2 seconds' worth at the input's rate.
+    static func gopFrames(_ gop: Int?, rate: Rational) -> Int { gop ?? max(1, Int((2 * rate.double).rounded())) }
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "in") else { throw NegotiationError("needs a video input") }
@@ -71,6 +77,7 @@ public final class H264Node: Node, @unchecked Sendable {
         f.timeBase = input.frameRate.inverse
         f.profile = n[Self.profile].rawValue
         f.bitRate = n[Self.crf] == nil ? n[Self.bitrate] : 0
+        if n[Self.keyframes] == .fixed { f.keyframeSeconds = Double(gopFrames(n[Self.gop], rate: input.frameRate)) / input.frameRate.double }
         return [f]
     }
 
@@ -82,6 +89,9 @@ public final class H264Node: Node, @unchecked Sendable {
     private let derivedMaxrate: Bool
     private let derivedBufsize: Bool
     private var lastPts = Int64.min
+    /// `keyframes: fixed`: frames between forced keyframes, and the pts of the next one.
+    private let fixedGop: Int64?
+    private var nextKeyframe: Int64?
     private let width: Int32, height: Int32
     private let pictureFormat: AVPixelFormat
     /// Realtime runs: when each picture (by encoder pts) left its source (the encoder holds a few
@@ -142,7 +152,11 @@ public final class H264Node: Node, @unchecked Sendable {
         ctx.pointee.time_base = timeBase.av
         ctx.pointee.framerate = input.frameRate.av
         ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
-        ctx.pointee.gop_size = Int32(setup[Self.gop] ?? max(1, Int((2 * input.frameRate.double).rounded())))
+        let gop = Self.gopFrames(setup[Self.gop], rate: input.frameRate)
+        fixedGop = setup[Self.keyframes] == .fixed ? Int64(gop) : nil
+        // Fixed keyframes are forced by timestamp (receive), so x264 must place none of its own:
+        // counting frames would drift from the other renditions after a dropped picture.
+        ctx.pointee.gop_size = Int32(fixedGop == nil ? gop : 3000)
         ctx.pointee.max_b_frames = Int32(setup[Self.bframes])
         ctx.pointee.color_primaries = AVCOL_PRI_BT709
         ctx.pointee.color_trc = AVCOL_TRC_BT709
@@ -161,6 +175,9 @@ public final class H264Node: Node, @unchecked Sendable {
             if let tune = setup[Self.tune] { priv["tune"] = tune.rawValue }
             if let l { priv["rc-lookahead"] = String(l) }
             if !sync { priv["x264-params"] = "sync-lookahead=0" }
+        }
+        if fixedGop != nil {
+            priv["x264-params"] = (priv["x264-params"].map { $0 + ":" } ?? "") + "scenecut=0:keyint=infinite"
         }
         crfMode = setup[Self.crf] != nil
         derivedMaxrate = setup[Self.maxrate] == nil && !crfMode
@@ -209,10 +226,19 @@ public final class H264Node: Node, @unchecked Sendable {
         if lastPts != Int64.min && pts <= lastPts { pts = lastPts + 1 }
         lastPts = pts
         picture.av.pointee.pts = pts
-        picture.av.pointee.pict_type = AV_PICTURE_TYPE_NONE
+        picture.av.pointee.pict_type = forcesKeyframe(at: pts) ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         if out.realtime, let t = frame.emittedAt { emittedAt[pts] = t }
         try encoder.send(picture.av)
         try drain(out)
+    }
+
+    /// `keyframes: fixed`: the first picture at or after each multiple of the GOP from the first one.
+    private func forcesKeyframe(at pts: Int64) -> Bool {
+        guard let fixedGop else { return false }
+        guard let next = nextKeyframe else { nextKeyframe = pts + fixedGop; return true }
+        guard pts >= next else { return false }
+        nextKeyframe = next + (pts - next) / fixedGop * fixedGop + fixedGop
+        return true
     }
 
     public func finish(_ out: Outlet) throws {
