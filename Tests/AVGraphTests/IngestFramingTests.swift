@@ -86,6 +86,9 @@ final class IngestFramingTests: XCTestCase {
                 XCTAssertTrue((1...8).contains(h.b))
             case .end:
                 XCTAssertEqual(h.payloadSize, 0)
+            case .privacy:
+                XCTAssertLessThanOrEqual(h.payloadSize, IngestFraming.maxCardName)
+                XCTAssertTrue((0...1).contains(h.a))
             }
         }
         XCTAssertGreaterThan(accepted, 1000, "mutations of valid headers are sometimes still valid")
