@@ -37,7 +37,7 @@ final class PrivacySwitchTests: XCTestCase {
 
     /// 100 switches at random times (not on picture times), on and off at random, naming a card or none.
     static func randomSwitches(seed: UInt64) -> [Switch] {
-        var rng = SeededRandom(seed: seed)
+        var rng = SplitMix(seed: seed)
         return (0..<100).map { _ in
             Switch(time: 0.4 + rng.unit() * (seconds - 0.8), on: rng.unit() < 0.5, card: [nil, "red", "blue"][Int(rng.unit() * 3) % 3])
         }.sorted { $0.time < $1.time }
@@ -227,16 +227,6 @@ final class PrivacySwitchTests: XCTestCase {
     }
 }
 
-/// A small deterministic generator (splitmix64), so a failing pattern can be replayed.
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+extension SplitMix {
     mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
