@@ -202,6 +202,30 @@ final class PrivacySwitchTests: XCTestCase {
         XCTAssertThrowsError(try long.withUnsafeBytes { try IngestFraming.parse($0) })
     }
 
+    func testCheckWarnsAboutAScreenBranchThatBypassesPrivacyToASink() throws {
+        let dir = TestSupport.scratch()
+        let card = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../assets/privacy.png").standardized.path
+        func pipe(_ leakyInput: String) -> String {
+            """
+            nodes:
+              screen:  {type: testsrc, size: 320x240, duration: 1s}
+              privacy: {type: privacy, in: screen, image: \(card)}
+              safe:    {type: h264, in: privacy}
+              leaky:   {type: h264, in: \(leakyInput)}
+              out:     {type: file, in: [safe], path: out.mp4}
+              live:    {type: file, in: [leaky], path: live.mp4}
+            """
+        }
+        let bypass = TestSupport.check(pipe("screen"), in: dir)
+        XCTAssertTrue(bypass.isValid, bypass.diagnostics.description)
+        let warnings = bypass.diagnostics.filter { $0.severity == .warning }
+        XCTAssertEqual(warnings.count, 1, warnings.description)
+        XCTAssertTrue(warnings.first?.message.contains("'live' gets the pictures of 'screen' without a privacy node") ?? false, warnings.description)
+        XCTAssertEqual(warnings.first?.location.line, 7, "at the sink that records around the card")
+        let both = TestSupport.check(pipe("privacy"), in: dir)
+        XCTAssertEqual(both.diagnostics.filter { $0.severity == .warning }.count, 0, both.diagnostics.description)
+    }
+
     static func connect(_ path: String) throws -> Int32 {
         let deadline = Date().addingTimeInterval(10)
         while true {

@@ -22,6 +22,7 @@ final class PrivacyNode: Node, @unchecked Sendable {
     /// The schedule is fixed for the run, so producers may skip drawing what it covers; the live
     /// and in-band switches are not: a picture skipped for them could turn out to be shown.
     static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan] { options[Self.schedule] }
+    static var coversPictures: Bool { true }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
