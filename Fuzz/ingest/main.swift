@@ -41,6 +41,9 @@ public func fuzzIngest(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
         case .end:
             hub.finish()
             return 0
+        case .privacy:
+            let card = header.payloadSize > 0 ? String(decoding: UnsafeRawBufferPointer(start: payload, count: header.payloadSize), as: UTF8.self) : nil
+            _ = hub.pushPrivacy(on: header.a == 1, card: card, time: time)
         }
     }
     hub.finish()

@@ -10,7 +10,7 @@ struct CtlCommand: ParsableCommand {
         commandName: "ctl",
         abstract: "Steer a running pipeline over its control socket.",
         discussion: """
-        Commands: set NODE.OPTION VALUE | get NODE.OPTION | pause | resume | stop [--reason TEXT] |
+        Commands: set NODE.OPTION VALUE [--at MEDIA_TIME] | get NODE.OPTION | pause | resume | stop [--reason TEXT] |
         stats | watch | clip save PATH | graph (Graphviz DOT with live rates, queues and drops per edge)
         PIPELINE is the pipeline's name (its socket is found in the default place) or a socket path.
         """
@@ -25,6 +25,9 @@ struct CtlCommand: ParsableCommand {
     @Option(name: .long, help: "Why (with stop).")
     var reason: String?
 
+    @Option(name: .long, help: ArgumentHelp("With set: apply at this media time (e.g. 12.5s): from the first frame at or after it.", valueName: "MEDIA_TIME"))
+    var at: String?
+
     func request() throws -> [String: Any] {
         guard let verb = command.first else { throw ValidationError("give a command: set, get, pause, resume, stop, stats, watch, clip") }
         let args = Array(command.dropFirst())
@@ -38,7 +41,12 @@ struct CtlCommand: ParsableCommand {
         case "set":
             guard args.count == 2 else { throw ValidationError("usage: ctl PIPELINE set NODE.OPTION VALUE") }
             let (n, o) = try nodeOption(args[0])
-            return ["cmd": "set", "node": n, "option": o, "value": args[1]]
+            var r: [String: Any] = ["cmd": "set", "node": n, "option": o, "value": args[1]]
+            if let at {
+                guard let t = ValueSyntax.duration(at) ?? Double(at), t >= 0 else { throw ValidationError("--at takes a media time like 12.5s, got '\(at)'") }
+                r["at"] = t
+            }
+            return r
         case "get":
             guard args.count == 1 else { throw ValidationError("usage: ctl PIPELINE get NODE.OPTION") }
             let (n, o) = try nodeOption(args[0])

@@ -47,6 +47,10 @@ struct FeedCommand: ParsableCommand {
     @Option(help: "Stop after this much media time.")
     var duration: String?
 
+    @Option(help: ArgumentHelp("Privacy card in-band from START for DURATION, naming a card of the privacy node's cards: START:DURATION[:CARD], e.g. 10s:5s:typing (repeatable).",
+                               valueName: "START:DURATION[:CARD]"))
+    var privacy: [String] = []
+
     func parseSpan(_ s: String, _ what: String) throws -> TimeSpan {
         let parts = s.split(separator: ":")
         guard parts.count == 2, let at = ValueSyntax.duration(String(parts[0])), let length = ValueSyntax.duration(String(parts[1])) else {
@@ -75,6 +79,17 @@ struct FeedCommand: ParsableCommand {
         if let duration {
             guard let d = ValueSyntax.duration(duration) else { throw ValidationError("--duration takes a duration, got '\(duration)'") }
             o.duration = d
+        }
+        o.privacy = try privacy.map { entry in
+            let parts = entry.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            guard (2...3).contains(parts.count), let span = try? parseSpan(parts[0] + ":" + parts[1], "privacy") else {
+                throw ValidationError("--privacy takes START:DURATION[:CARD] like 10s:5s:typing, got '\(entry)'")
+            }
+            let card = parts.count == 3 ? parts[2] : nil
+            if let card, !PrivacyMark.isValidCardName(card) {
+                throw ValidationError("--privacy: card name '\(card)' must be 1 to 64 of A-Z a-z 0-9 - _")
+            }
+            return PhoneFeed.PrivacySpan(span: span, card: card)
         }
         o.bigEndian = bigEndian
         o.sendEnd = !noEnd

@@ -8,6 +8,9 @@ import Foundation
 /// (optionally big-endian), a microphone (an 880 Hz tone) that starts late, stalls where the
 /// screen sends nothing, and dropped connections that come back. Paced in realtime.
 final class PhoneFeed {
+    /// The privacy card in-band over a span of media time, as an app's sensitive screen does.
+    struct PrivacySpan { var span: TimeSpan; var card: String? }
+
     struct Options {
         var socket: String
         var media: String
@@ -18,6 +21,7 @@ final class PhoneFeed {
         var micDelay: Double?
         var bigEndian = false
         var sendEnd = true
+        var privacy: [PrivacySpan] = []
         var duration: Double?
         var connectTimeout = 10.0
     }
@@ -32,6 +36,10 @@ final class PhoneFeed {
     private let buffers: VideoFramePool
     private let nv12 = PixelLayout(AV_PIX_FMT_NV12)!
     private(set) var sent = (video: 0, app: 0, mic: 0)
+    /// In-band switches still to send, by time: each goes just before the first picture it covers.
+    private lazy var switches: [(time: Double, on: Bool, card: String?)] = o.privacy.flatMap { p -> [(time: Double, on: Bool, card: String?)] in
+        [(p.span.at, true, p.card), (p.span.at + p.span.length, false, nil)]
+    }.sorted { $0.time < $1.time }
 
     init(_ options: Options) throws {
         o = options
@@ -67,6 +75,7 @@ final class PhoneFeed {
             }
             switch item {
             case .video(let frame, let time):
+                try sendSwitches(upTo: time)
                 if o.stalls.contains(where: { $0.contains(time) }) { continue }
                 try sendPicture(frame, at: time)
             case .audio(let frame, let time):
@@ -151,6 +160,18 @@ final class PhoneFeed {
                                                 timestamp: Int64((time * 1e6).rounded()), payloadSize: bytes)
         try send(IngestFraming.encode(header), payload: UnsafeRawBufferPointer(start: frame.audioData(), count: bytes))
         if type == .app { sent.app += 1 } else { sent.mic += 1 }
+    }
+
+    /// Privacy messages due at or before the picture about to be sent, stamped with their own
+    /// time (pictures at or after it are covered; those before are not, wherever they queue).
+    private func sendSwitches(upTo t: Double) throws {
+        // While disconnected the switch waits: it goes out ahead of the first picture after the reconnect.
+        while fd >= 0, let s = switches.first, s.time <= t + 1e-9 {
+            switches.removeFirst()
+            let name = Array((s.card ?? "").utf8)
+            let header = IngestFraming.Header.privacy(on: s.on, timestamp: Int64((s.time * 1e6).rounded()), cardBytes: name.count)
+            try name.withUnsafeBytes { try send(IngestFraming.encode(header), payload: name.isEmpty ? nil : $0) }
+        }
     }
 
     /// The microphone: an 880 Hz tone, mono, from `micDelay` on, in 1024-sample blocks.

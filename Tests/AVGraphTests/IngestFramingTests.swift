@@ -41,7 +41,7 @@ final class IngestFramingTests: XCTestCase {
         let audio = IngestFraming.encode(.audio(.app, format: .s16, rate: 48000, channels: 2, bigEndian: false, timestamp: 0, payloadSize: 4096))
         func mutate(_ b: [UInt8], _ at: Int, _ v: UInt8) -> [UInt8] { var c = b; c[at] = v; return c }
         XCTAssertEqual(problem(mutate(video, 0, 0x42)), .badMagic)
-        XCTAssertEqual(problem(mutate(video, 4, 2)), .badVersion(2))
+        XCTAssertEqual(problem(mutate(video, 4, 3)), .badVersion(3))
         XCTAssertEqual(problem(mutate(video, 5, 9)), .unknownType(9))
         XCTAssertEqual(problem(mutate(video, 28, 7)), .badFormat(7))
         XCTAssertEqual(problem(mutate(video, 29, 0)), .badOrientation(0))
@@ -86,6 +86,9 @@ final class IngestFramingTests: XCTestCase {
                 XCTAssertTrue((1...8).contains(h.b))
             case .end:
                 XCTAssertEqual(h.payloadSize, 0)
+            case .privacy:
+                XCTAssertLessThanOrEqual(h.payloadSize, IngestFraming.maxCardName)
+                XCTAssertTrue((0...1).contains(h.a))
             }
         }
         XCTAssertGreaterThan(accepted, 1000, "mutations of valid headers are sometimes still valid")

@@ -176,6 +176,9 @@ private struct Pass {
         connect()
         if !findCycles() { negotiate() }
         warnUnused()
+        for bypass in PrivacyBypass.find(in: result.nodes) where !broken.contains(bypass.sink.name) {
+            warning(bypass.sink.location, bypass.message, hint: "pass it through the privacy node too, or through one of its own")
+        }
         warnOverBudget()
     }
 

@@ -114,6 +114,9 @@ public protocol Node: AnyObject {
     /// looking at it (a privacy card on a schedule). Known before the run, like the rest of the
     /// contract: a producer that feeds only such spans skips drawing those pictures.
     static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan]
+    /// Whether this node can put a card over its pictures (a privacy barrier): `check` warns when
+    /// the same pictures also reach a sink by a branch that passes no such node.
+    static var coversPictures: Bool { get }
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -145,6 +148,7 @@ extension Node {
     public static var inputs: [PadSpec] { [] }
     public static var standsUpright: Bool { false }
     public static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan] { [] }
+    public static var coversPictures: Bool { false }
     public func produce(_ out: Outlet) throws -> Bool { false }
     public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {}
     public func wantsInput(_ input: Int) -> Bool { true }

@@ -328,3 +328,14 @@ extension Setting where Value == ScreenRegion? {
         }
     }
 }
+
+extension Setting where Value == [String: String] {
+    /// Named paths relative to the `.pipe` file (`{typing: typing.png, away: away.png}`); the node
+    /// resolves them (`PathResolver`) and looks for the files when it negotiates.
+    public static func namedPaths(_ name: String, doc: String) -> Self {
+        Self(name, .perInput(.path(mustExist: true)), default: nil, live: false, doc: doc, optional: [:]) { v in
+            guard case .perInput(let m) = v else { return nil }
+            return m.compactMapValues { if case .string(let s) = $0 { s } else { nil } }
+        }
+    }
+}

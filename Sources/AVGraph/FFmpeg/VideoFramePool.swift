@@ -85,5 +85,6 @@ extension Frame {
         av_frame_copy_props(av, other.av)
         timeBase = other.timeBase
         emittedAt = other.emittedAt
+        privacy = other.privacy
     }
 }

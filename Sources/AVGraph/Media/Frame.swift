@@ -10,6 +10,8 @@ public final class Frame: @unchecked Sendable {
     /// Pipeline clock (seconds) when a source emitted the media this frame was made from; set by
     /// the outlet, carried by derived frames, so an encoder can measure its end-to-end latency.
     public var emittedAt: Double?
+    /// In-band privacy state from the producer (nil: it declared none).
+    public var privacy: PrivacyMark?
 
     public init(owning av: UnsafeMutablePointer<AVFrame>, timeBase: Rational, orientation: Orientation = .up) {
         self.av = av
@@ -31,6 +33,7 @@ public final class Frame: @unchecked Sendable {
     public func ref() -> Frame {
         let copy = Frame(owning: av_frame_clone(av), timeBase: timeBase, orientation: orientation)
         copy.emittedAt = emittedAt
+        copy.privacy = privacy
         return copy
     }
 

@@ -38,6 +38,15 @@ enum ControlCommands {
             case .success(let v): value = v
             case .failure(let refusal): return refusal.reply
             }
+            if req["at"] != nil {
+                guard let at = mediaTime(req["at"]) else { return fail("\"at\" must be a media time in seconds (a number, or like \"12.5s\")") }
+                // Due later: the answer says it is scheduled; a refusal when it comes due is a warning.
+                let events = run.events
+                run.set(node: node.name, option: spec.name, value: value, at: at) { error in
+                    if let error { events.emit(.warning(.init("the change of \(spec.name) due at \(at) s was refused: \(error)")), node: node.name) }
+                }
+                return ["ok": true, "node": node.name, "option": spec.name, "value": Redaction.text(value.text), "at": at]
+            }
             let done = DispatchSemaphore(value: 0)
             let result = ResultBox()
             let events = run.events
@@ -114,6 +123,18 @@ enum ControlCommands {
     }
 
     static func fail(_ message: String) -> [String: Any] { ["ok": false, "error": message] }
+
+    /// A `set`'s `at`: seconds of media time, as a JSON number or a duration string.
+    static func mediaTime(_ raw: Any?) -> Double? {
+        let seconds: Double?
+        switch raw {
+        case let s as String: seconds = ValueSyntax.duration(s) ?? Double(s)
+        case let n as NSNumber: seconds = n.doubleValue
+        default: seconds = nil
+        }
+        guard let seconds, seconds.isFinite, seconds >= 0, seconds <= 1e9 else { return nil }
+        return seconds
+    }
 
     static func lookup(_ req: [String: Any], _ run: PipelineRun) -> (CheckedNode, OptionSpec)? {
         guard let name = req["node"] as? String, let option = req["option"] as? String,

@@ -8,6 +8,8 @@ import Foundation
 final class LiveChanges: @unchecked Sendable {
     private let lock = NSLock()
     private var queued: [(option: String, value: OptionValue, done: (Error?) -> Void)] = []
+    /// Changes due at a media time (`ctl set ... --at T`): taken before the first buffer at or after T.
+    private var timed: [(at: Double, option: String, value: OptionValue, done: (Error?) -> Void)] = []
     /// Applied but not yet announced; touched by the node's thread only.
     private var unannounced: [(option: String, value: OptionValue)] = []
 
@@ -28,12 +30,34 @@ final class LiveChanges: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Any thread: queues a change for the first buffer whose media time is at or after `at`.
+    func enqueue(_ option: String, _ value: OptionValue, at: Double, done: @escaping (Error?) -> Void) {
+        lock.lock()
+        timed.append((at, option, value, done))
+        timed.sort { $0.at < $1.at }
+        lock.unlock()
+    }
+
+    /// The node's thread, before a buffer at media time `time`: takes the timed changes due by then.
+    func apply(to node: any Node, _ out: Outlet, reaching time: Double) {
+        lock.lock()
+        guard let first = timed.first, first.at <= time + 1e-9 else { lock.unlock(); return }
+        let due = timed.prefix { $0.at <= time + 1e-9 }
+        timed.removeFirst(due.count)
+        lock.unlock()
+        take(due.map { ($0.option, $0.value, $0.done) }, node, out)
+    }
+
     /// The node's thread: hands every queued change to the node.
     func apply(to node: any Node, _ out: Outlet) {
         lock.lock()
         let changes = queued
         queued.removeAll()
         lock.unlock()
+        take(changes, node, out)
+    }
+
+    private func take(_ changes: [(option: String, value: OptionValue, done: (Error?) -> Void)], _ node: any Node, _ out: Outlet) {
         for c in changes {
             do {
                 try node.set(option: c.option, to: c.value)

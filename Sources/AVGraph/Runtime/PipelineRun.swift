@@ -38,6 +38,10 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             inbox.condition.unlock()
         }
 
+        func enqueueChange(_ option: String, _ value: OptionValue, at: Double, done: @escaping (Error?) -> Void) {
+            changes.enqueue(option, value, at: at, done: done)
+        }
+
         func applyChanges() { changes.apply(to: node, outlet) }
     }
 
@@ -309,6 +313,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                     switch r.inbox.next(wants: { r.node.wantsInput($0) }, timeout: tick) {
                     case .item(let lane, let buffer):
                         if !out.hasOutputs { r.tally.count(buffer, kind: r.inbox.lanes[lane].kind) }
+                        r.changes.apply(to: r.node, out, reaching: Double(buffer.time) / 1e6)
                         try r.node.receive(buffer, input: lane, out)
                         r.changes.settle(out, received: buffer)
                     case .ended(let lane):
@@ -334,14 +339,15 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         out.endAll()
     }
 
-    /// Changes a live option; the node applies it before its next frame or block.
-    public func set(node: String, option: String, value: OptionValue, done: @escaping (Error?) -> Void) {
+    /// Changes a live option; the node applies it before its next frame or block, or with `at`
+    /// (media seconds) before the first frame or block at or after that time.
+    public func set(node: String, option: String, value: OptionValue, at: Double? = nil, done: @escaping (Error?) -> Void) {
         guard let r = runners.first(where: { $0.name == node }), let checked = pipeline.node(node) else {
             done(MediaError("no node named '\(node)'"))
             return
         }
         if let refusal = LiveChanges.check(checked.type, nodeName: node, option: option, value: value) { done(refusal); return }
-        r.enqueueChange(option, value) { [self] error in
+        let taken: (Error?) -> Void = { [self] error in
             if error == nil {
                 stateLock.lock()
                 let current = currentOptions[node]?[option] ?? checked.options[option]
@@ -350,6 +356,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             }
             done(error)
         }
+        if let at { r.enqueueChange(option, value, at: at, done: taken) } else { r.enqueueChange(option, value, done: taken) }
     }
 
     private var currentOptions: [String: [String: OptionValue]] = [:]

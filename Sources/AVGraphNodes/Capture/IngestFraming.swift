@@ -7,28 +7,34 @@ import Foundation
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 4 | magic `AVGI` |
-/// | 4 | 1 | version (1) |
-/// | 5 | 1 | type: 1 video, 2 app audio, 3 mic audio, 4 end of broadcast |
+/// | 4 | 1 | version (1; 2 for a privacy message) |
+/// | 5 | 1 | type: 1 video, 2 app audio, 3 mic audio, 4 end of broadcast, 5 privacy (version 2) |
 /// | 6 | 2 | flags: bit 0 = audio samples are big-endian |
 /// | 8 | 8 | timestamp, microseconds on the producer's clock (signed) |
 /// | 16 | 4 | payload size in bytes |
-/// | 20 | 4 | video: width; audio: sample rate |
+/// | 20 | 4 | video: width; audio: sample rate; privacy: 1 on, 0 off |
 /// | 24 | 4 | video: height; audio: channels |
 /// | 28 | 1 | video: 1 nv12, 2 bgra, 3 yuv420p; audio: 1 s16, 2 f32, 3 s32 |
 /// | 29 | 1 | video: orientation, EXIF 1–8; audio: 0 |
 /// | 30 | 2 | reserved (send 0) |
 ///
-/// Video payloads are the planes tightly packed (no row padding), in plane order.
+/// Video payloads are the planes tightly packed (no row padding), in plane order. A privacy
+/// message's timestamp is the first picture time it applies to; its payload is the card's name
+/// (0 to 64 bytes of `A-Z a-z 0-9 - _`; none: the node's current card). A version 1 producer
+/// never sends one and is read as before.
 public enum IngestFraming {
     public static let magic: [UInt8] = Array("AVGI".utf8)
     public static let version: UInt8 = 1
+    /// The version that brought the privacy message; messages of version 1 are read as well.
+    public static let privacyVersion: UInt8 = 2
+    public static let maxCardName = 64
     public static let headerSize = 32
     public static let maxDimension = 8192
     public static let maxVideoPayload = 64 << 20
     public static let maxAudioPayload = 1 << 20
 
     public enum MessageType: UInt8, Sendable {
-        case video = 1, app = 2, mic = 3, end = 4
+        case video = 1, app = 2, mic = 3, end = 4, privacy = 5
     }
 
     public struct Header: Sendable, Equatable {
@@ -68,6 +74,15 @@ public enum IngestFraming {
             h.payloadSize = payloadSize
             return h
         }
+
+        /// Privacy on or off from `timestamp` (producer microseconds), showing `cardBytes` bytes of card name.
+        public static func privacy(on: Bool, timestamp: Int64, cardBytes: Int) -> Header {
+            var h = Header(type: .privacy)
+            h.a = on ? 1 : 0
+            h.timestamp = timestamp
+            h.payloadSize = cardBytes
+            return h
+        }
     }
 
     /// Why a message was refused; the connection that sent it is closed.
@@ -104,8 +119,8 @@ public enum IngestFraming {
     public static func parse(_ p: UnsafeRawBufferPointer) throws(Problem) -> Header {
         guard p.count >= headerSize else { throw .badSize("short header") }
         guard p[0] == magic[0], p[1] == magic[1], p[2] == magic[2], p[3] == magic[3] else { throw .badMagic }
-        guard p[4] == version else { throw .badVersion(p[4]) }
-        guard let type = MessageType(rawValue: p[5]) else { throw .unknownType(p[5]) }
+        guard p[4] == version || p[4] == privacyVersion else { throw .badVersion(p[4]) }
+        guard let type = MessageType(rawValue: p[5]), type != .privacy || p[4] >= privacyVersion else { throw .unknownType(p[5]) }
         func u32(_ o: Int) -> Int { Int(UInt32(p[o]) | UInt32(p[o + 1]) << 8 | UInt32(p[o + 2]) << 16 | UInt32(p[o + 3]) << 24) }
         var h = Header(type: type)
         h.bigEndian = p[6] & 1 != 0
@@ -119,6 +134,9 @@ public enum IngestFraming {
         switch type {
         case .end:
             guard h.payloadSize == 0 else { throw .badSize("end message with a payload of \(h.payloadSize) bytes") }
+        case .privacy:
+            guard h.a <= 1 else { throw .badSize("privacy state \(h.a) is neither 0 (off) nor 1 (on)") }
+            guard h.payloadSize <= maxCardName else { throw .badSize("card name of \(h.payloadSize) bytes (at most \(maxCardName))") }
         case .video:
             guard let f = PushPixelFormat(rawValue: h.format) else { throw .badFormat(h.format) }
             guard (1...8).contains(p[29]) else { throw .badOrientation(p[29]) }
@@ -147,7 +165,7 @@ public enum IngestFraming {
     public static func encode(_ h: Header) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: headerSize)
         out[0..<4] = magic[0..<4]
-        out[4] = version
+        out[4] = h.type == .privacy ? privacyVersion : version
         out[5] = h.type.rawValue
         out[6] = h.bigEndian ? 1 : 0
         let ts = UInt64(bitPattern: h.timestamp)

@@ -47,6 +47,8 @@ final class IngestHub: @unchecked Sendable {
     static let maxAudioBytes = 4 << 20
 
     let queue: IngestQueue
+    /// In-band privacy switches, applied to each picture as it is pushed.
+    let privacy = PrivacyTimeline()
     private let poolLock = NSLock()
     private struct VideoKey: Hashable { var w: Int, h: Int, f: Int32 }
     private struct AudioKey: Hashable { var f: Int32, ch: Int, rate: Int }
@@ -115,6 +117,7 @@ final class IngestHub: @unchecked Sendable {
         }
         PlaneCopy.copyPicture(planes, into: frame, layout: layout)
         Self.tagColor(frame, format, fullRange: fullRange)
+        frame.privacy = privacy.mark(at: time)
         let item = IngestQueue.Item(pad: 0, frame: frame, sourceTime: time, arrival: Monotonic.now, session: session)
         return queue.push(item) ? .taken : .dropped
     }
@@ -128,6 +131,7 @@ final class IngestHub: @unchecked Sendable {
         guard let frame = BorrowedPicture.frame(width: width, height: height, format: format.av, planes: planes, owner: owner,
                                                 timeBase: Rational(1, 1_000_000), orientation: orientation) else { return .dropped }
         Self.tagColor(frame, format, fullRange: fullRange)
+        frame.privacy = privacy.mark(at: time)
         let item = IngestQueue.Item(pad: 0, frame: frame, sourceTime: time, arrival: Monotonic.now, session: 0)
         return queue.push(item) ? .taken : .dropped
     }
@@ -166,6 +170,14 @@ final class IngestHub: @unchecked Sendable {
         if bigEndian != PCM.hostIsBigEndian { PCM.swapBytes(frame.audioData(), byteCount: byteCount, sampleSize: format.bytesPerSample) }
         let item = IngestQueue.Item(pad: pad, frame: frame, sourceTime: time, arrival: Monotonic.now, session: session)
         return queue.push(item) ? .taken : .dropped
+    }
+
+    /// An in-band privacy switch: pictures pushed from now on whose time is at or after `time`
+    /// (producer seconds; nil: every picture from the next) are covered (`on`) or not. False when
+    /// refused (a non-finite time, an invalid card name, too many switches pending).
+    func pushPrivacy(on: Bool, card: String?, time: Double?) -> Bool {
+        if let card, !PrivacyMark.isValidCardName(card) { return false }
+        return privacy.schedule(on: on, card: card, time: time)
     }
 
     func finish() { queue.end() }

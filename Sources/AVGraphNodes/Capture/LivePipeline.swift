@@ -148,6 +148,16 @@ public final class AppSource: @unchecked Sendable {
                              rate: rate, channels: channels, time: time)
     }
 
+    /// The active privacy trigger: the app opens (or leaves) a sensitive screen. Every picture
+    /// pushed afterwards whose `time` is at or after `time` shows the privacy card (`card`: a
+    /// name from the `privacy` node's `cards`; nil: its current card), none before; `time` nil:
+    /// from the next picture pushed. Call it before pushing the pictures it covers. Never waits;
+    /// false when refused (a card name that is not 1-64 of A-Z a-z 0-9 - _, or a time not finite).
+    @discardableResult
+    public func setPrivacy(_ on: Bool, card: String? = nil, time: Double? = nil) -> Bool {
+        hub.pushPrivacy(on: on, card: card, time: time)
+    }
+
     /// The producer is done: what is queued still goes through, then the source ends.
     public func finish() { hub.finish() }
 

@@ -275,6 +275,11 @@ final class SocketReceiver: @unchecked Sendable {
         case .end:
             note(false, "producer ended the broadcast", .init(state: .ended, session: session, message: "producer ended the broadcast"))
             hub.finish()
+        case .privacy:
+            let card = h.payloadSize > 0 ? String(decoding: UnsafeRawBufferPointer(start: payload, count: h.payloadSize), as: UTF8.self) : nil
+            if !hub.pushPrivacy(on: h.a == 1, card: card, time: time) {
+                note(true, "privacy switch from the producer refused (card name not A-Z a-z 0-9 - _, or too many pending)")
+            }
         }
     }
 }
