@@ -11,8 +11,9 @@ import Foundation
 public func fuzzRtmp(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     guard count > 0 else { return 0 }
     let keys = try! PublisherKeys(keys: ["phone"], file: nil, environment: [:], urlKey: nil)
-    let policy = RtmpPolicy(app: "live", keys: keys, maxWidth: 3840, maxHeight: 2160, maxRate: 120, onData: { name, values in
-        _ = name.count + values.count
+    let privacy = PrivacyTimeline()
+    let policy = RtmpPolicy(app: "live", keys: keys, maxWidth: 3840, maxHeight: 2160, maxRate: 120, onData: { name, values, timestamp in
+        if name == InBandPrivacy.messageName { InBandPrivacy.apply(values, timestamp: timestamp, to: privacy) }
     })
     let connection = RtmpConnection(policy: policy)
     let piece = Int(bytes[0]) * 16 + 1

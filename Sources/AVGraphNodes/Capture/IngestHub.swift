@@ -48,7 +48,7 @@ final class IngestHub: @unchecked Sendable {
 
     let queue: IngestQueue
     /// In-band privacy switches, applied to each picture as it is pushed.
-    let privacy = PrivacyTimeline()
+    let privacy: PrivacyTimeline
     private let poolLock = NSLock()
     private struct VideoKey: Hashable { var w: Int, h: Int, f: Int32 }
     private struct AudioKey: Hashable { var f: Int32, ch: Int, rate: Int }
@@ -62,8 +62,9 @@ final class IngestHub: @unchecked Sendable {
     private var firstKey: VideoKey?
     private var taken = [0, 0, 0]
 
-    init(videoCapacity: Int, audioCapacity: Double, policy: IngestDropPolicy) {
+    init(videoCapacity: Int, audioCapacity: Double, policy: IngestDropPolicy, privacy: PrivacyTimeline = PrivacyTimeline()) {
         queue = IngestQueue(videoCapacity: videoCapacity, audioCapacity: audioCapacity, policy: policy)
+        self.privacy = privacy
         self.videoCapacity = videoCapacity
     }
 

@@ -7,9 +7,10 @@ struct RtmpPolicy: @unchecked Sendable {
     var maxWidth = 3840
     var maxHeight = 2160
     var maxRate = 120.0
-    /// Called with each data message's name and values (`onMetaData`, `onPrivacy`...) of an
-    /// admitted publisher, on the listener's thread, before it goes on to the demuxer.
-    var onData: (@Sendable (String, [Amf0Value]) -> Void)?
+    /// Called with each data message's name, values and timestamp (ms on the publisher's clock:
+    /// its pictures' clock) of an admitted publisher (`onMetaData`, `onPrivacy`...), on the
+    /// listener's thread, before the pictures after it go on to the demuxer.
+    var onData: (@Sendable (_ name: String, _ values: [Amf0Value], _ timestamp: UInt32) -> Void)?
 
     /// Applications a publisher may connect to: the URL's and those named in `app/stream` keys.
     func admitsApp(_ app: String) -> Bool {
@@ -197,7 +198,7 @@ final class RtmpConnection {
             guard let inner = Amf0.leadingString(body) else { return }
             name = inner
         }
-        if let onData = policy.onData, let values = try? Amf0.decodeAll(body) { onData(name, Array(values.dropFirst())) }
+        if let onData = policy.onData, let values = try? Amf0.decodeAll(body) { onData(name, Array(values.dropFirst()), m.timestamp) }
         tag(18, m.timestamp, body)
     }
 

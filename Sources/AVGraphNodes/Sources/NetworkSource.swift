@@ -53,6 +53,8 @@ struct NetworkInput {
     var listener: PublisherListener?
     /// Pictures larger than this are refused (`max-size`).
     var maxSize = PictureSize(width: 3840, height: 2160)
+    /// The publisher's in-band privacy switches (RTMP `onPrivacy`), applied to its pictures.
+    var privacy = PrivacyTimeline()
 }
 
 /// The node side of a network source: starts the reader, maps its sessions onto the run's
@@ -69,7 +71,8 @@ final class NetworkSourceCore {
 
     init(_ setup: NodeSetup, input: NetworkInput) {
         // A decoded picture refused when the queue stays full breaks no reference chain: drop the newest.
-        hub = IngestHub(videoCapacity: setup[NetworkSourceOptions.buffer], audioCapacity: setup[IngestOptions.audioBuffer], policy: .newest)
+        hub = IngestHub(videoCapacity: setup[NetworkSourceOptions.buffer], audioCapacity: setup[IngestOptions.audioBuffer], policy: .newest,
+                        privacy: input.privacy)
         emitter = IngestEmitter(hub: hub, outputs: setup.outputs)
         idle = setup[NetworkSourceOptions.idle]
         duration = setup.duration
@@ -357,6 +360,7 @@ extension IngestHub {
             usleep(2000)
         }
         if pad != 0 && !queue.hasRoomForAudio(seconds: seconds) { queue.noteDropped(pad: pad); return }
+        if pad == 0 { frame.privacy = privacy.mark(at: time) }
         _ = queue.push(IngestQueue.Item(pad: pad, frame: frame, sourceTime: time, arrival: sent, session: session))
     }
 }

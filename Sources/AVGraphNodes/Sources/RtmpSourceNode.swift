@@ -47,8 +47,12 @@ public final class RtmpSourceNode: Node, LiveSource, @unchecked Sendable {
             // connections at once, each authenticated, the handshake bounded.
             guard let parts = ListenOptions.rtmpParts(url) else { throw MediaError("'\(NetworkSourceOptions.redacted(url))' is not an RTMP address") }
             let keys = try ListenOptions.publisherKeys(url: url, keys: setup[ListenOptions.keys], file: setup.path(ListenOptions.keysFile))
-            let policy = RtmpPolicy(app: parts.app, keys: keys, maxWidth: input.maxSize.width, maxHeight: input.maxSize.height,
+            var policy = RtmpPolicy(app: parts.app, keys: keys, maxWidth: input.maxSize.width, maxHeight: input.maxSize.height,
                                     maxRate: setup[ListenOptions.maxRate])
+            let privacy = input.privacy
+            policy.onData = { name, values, timestamp in
+                if name == InBandPrivacy.messageName { InBandPrivacy.apply(values, timestamp: timestamp, to: privacy) }
+            }
             input.listener = try RtmpListener(host: parts.host, port: parts.port, policy: policy,
                                               limits: .init(handshakeTimeout: setup[ListenOptions.handshakeTimeout], silence: timeout))
         }
