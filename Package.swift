@@ -47,7 +47,7 @@ let package = Package(
         ),
         .executableTarget(name: "PushExample", dependencies: ["AVGraph", "AVGraphNodes"], path: "Examples/PushExample"),
         .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
-        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",
                 linkerSettings: pluginLink),
         .target(name: "AVGraphDucker", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/ducker/Sources",
