@@ -193,10 +193,15 @@ final class IngestEmitter {
     private var waiting: [IngestQueue.Item] = []
     private var lastVideo = -1.0
     private var lastEnd = 0.0
+    /// Where the emitted media ends on the timeline downstream sees (the run cuts the time
+    /// before its first media and paused spans out of what sources emit).
+    private var emittedEnd = 0.0
     private var audioNext: [Int64?] = [nil, nil, nil]
     private var resamplers: [Resampler?] = [nil, nil, nil]
     private var reportedDrops = (video: 0, audio: 0)
     let hub: IngestHub
+    /// Tagged on every frame emitted, so `fps` and `mixer` pad a gap only while the producer may return.
+    let presence = ProducerPresence()
 
     init(hub: IngestHub, outputs: [StreamFormat]) {
         self.hub = hub
@@ -239,6 +244,15 @@ final class IngestEmitter {
     func finish(_ out: Outlet) throws {
         try settle(out)
         reportDrops(out)
+    }
+
+    deinit { presence.release() }
+
+    /// The producer is gone and everything it sent is out: downstream padding stops at the end
+    /// of its last media until media after the gap arrives.
+    func producerLeft(_ out: Outlet) throws {
+        try settle(out)
+        presence.left(mediaEnd: emittedEnd)
     }
 
     private func settle(_ out: Outlet) throws {
@@ -288,7 +302,11 @@ final class IngestEmitter {
             let frame = item.frame
             frame.timeBase = Rational(1, 1_000_000)
             frame.pts = Int64((t * 1e6).rounded())
+            presence.returned()
+            presence.tag(frame)
             out.emit(frame, output: 0)
+            // Read back: the outlet moved it onto the emitted timeline (frames are not written downstream).
+            emittedEnd = max(emittedEnd, frame.seconds + framePeriod)
         } else {
             try emitAudio(item.frame, pad: item.pad, at: t, out)
         }
@@ -318,7 +336,10 @@ final class IngestEmitter {
         frame.pts = pts
         audioNext[pad] = pts + Int64(frame.sampleCount)
         lastEnd = max(lastEnd, Double(pts + Int64(frame.sampleCount)) / Double(rate))
+        presence.returned()
+        presence.tag(frame)
         out.emit(frame, output: pad)
+        emittedEnd = max(emittedEnd, Double(frame.pts + Int64(frame.sampleCount)) / Double(rate))
     }
 
     /// Drops the queue made are counted in `stats` under this node.

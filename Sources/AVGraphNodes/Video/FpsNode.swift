@@ -63,16 +63,13 @@ final class FpsNode: Node, @unchecked Sendable {
         if out.realtime {
             arrivalClock = out.clock
             // Live, a frame due now goes out now: waiting for its successor (to show the latest
-            // frame of a slot) would hold every frame back one frame time. A second frame for a
-            // slot already shown waits for the next slot, as a repeat would; but one whose slot
-            // repeats already covered (the graph fell further behind during a stall than before
-            // it) goes out in the next slot as soon as that slot is due, or a steady stream of
-            // such frames would each be replaced before it showed: a frozen picture.
-            if s >= next {
-                show(s, out)
-            } else if Double(next) <= (out.clock - Self.latency) * rate.double {
-                show(next, out)
-            }
+            // frame of a slot) would hold every frame back one frame time. A frame whose slot a
+            // repeat already covered (it came more than `latency` late) is not moved to the next
+            // free slot: every later picture would then go out that much after its sound, for the
+            // rest of the run. It waits as the current picture instead; the next frame replaces it
+            // (the repeat stood in for it) or, if none comes, a repeat shows it. So the stream is
+            // back on its own slots by the first frame that is on time.
+            if s >= next { show(s, out) }
         }
     }
 
@@ -83,8 +80,13 @@ final class FpsNode: Node, @unchecked Sendable {
         guard current != nil, let arrived = arrivalClock else { return }
         let waited = out.clock - arrived - Self.latency
         guard waited > 0 else { return }
-        let due = currentSlot + Int64((waited * rate.double).rounded(.down))
-        fill(before: due + 1, out, stopAtHold: true)
+        var end = currentSlot + Int64((waited * rate.double).rounded(.down)) + 1
+        // A producer that left: no repeat past the end of its media unless media after the gap
+        // comes (then `receive` fills the gap); a run that ends now ends where the media did.
+        if let current, let mediaEnd = ProducerPresence.of(current)?.mediaEnd {
+            end = min(end, Int64((mediaEnd * rate.double - 1e-6).rounded(.up)))
+        }
+        fill(before: end, out, stopAtHold: true)
     }
 
     func finish(_ out: Outlet) throws {
