@@ -97,7 +97,7 @@ final class SyncTests: XCTestCase {
         try FlashBeep.makeClip(clip, seconds: 600)
         let (path, log) = try Self.socketRun(clip: clip, feedArgs: [
             "--orientation", "0s:up,60s:left,150s:up,300s:right,420s:up", "--stall", "95s:3s", "--stall", "410s:2s",
-            "--mic-delay", "30s", "--disconnect", "200s:2s", "--audio-lead", "70ms",
+            "--mic-delay", "30s", "--disconnect", "200s:2s",
         ], size: "1170x2532", name: "sync-600")
         let m = try FlashBeep.measure(path)
         let ms = m.offsets.map { Int(($0 * 1000).rounded()) }

@@ -169,6 +169,14 @@ final class IngestHub: @unchecked Sendable {
     }
 
     func finish() { queue.end() }
+
+    private let awayLock = NSLock()
+    private var away = false
+    /// An in-process producer said it stopped sending (`AppSource.leave()`); a push clears it.
+    var producerAway: Bool {
+        get { awayLock.lock(); defer { awayLock.unlock() }; return away }
+        set { awayLock.lock(); away = newValue; awayLock.unlock() }
+    }
 }
 
 /// The node side of an ingest source: maps producer timestamps onto the pipeline clock and
