@@ -35,6 +35,12 @@ struct FeedCommand: ParsableCommand {
     @Option(name: .customLong("mic-delay"), help: "Send a microphone (880 Hz tone, mono) from this time on, e.g. 3s.")
     var micDelay: String?
 
+    @Option(name: .customLong("audio-lead"), help: "Start the pictures this much media time after the audio, e.g. 500ms.")
+    var audioLead: String?
+
+    @Option(name: .customLong("video-lead"), help: "Start the app audio this much media time after the pictures, e.g. 200ms.")
+    var videoLead: String?
+
     @Flag(name: .customLong("big-endian"), help: "Send app audio as big-endian s16.")
     var bigEndian = false
 
@@ -90,6 +96,11 @@ struct FeedCommand: ParsableCommand {
                 throw ValidationError("--privacy: card name '\(card)' must be 1 to 64 of A-Z a-z 0-9 - _")
             }
             return PhoneFeed.PrivacySpan(span: span, card: card)
+        }
+        for (value, flag) in [(audioLead, "audio-lead"), (videoLead, "video-lead")] {
+            guard let value else { continue }
+            guard let d = ValueSyntax.duration(value) else { throw ValidationError("--\(flag) takes a duration, got '\(value)'") }
+            if flag == "audio-lead" { o.audioLead = d } else { o.videoLead = d }
         }
         o.bigEndian = bigEndian
         o.sendEnd = !noEnd

@@ -19,6 +19,10 @@ final class PhoneFeed {
         var stalls: [TimeSpan] = []
         var disconnects: [TimeSpan] = []
         var micDelay: Double?
+        /// Media time before which no pictures are sent (the audio leads by this much).
+        var audioLead = 0.0
+        /// Media time before which no app audio is sent (the video leads by this much).
+        var videoLead = 0.0
         var bigEndian = false
         var sendEnd = true
         var privacy: [PrivacySpan] = []
@@ -76,9 +80,11 @@ final class PhoneFeed {
             switch item {
             case .video(let frame, let time):
                 try sendSwitches(upTo: time)
+                if time < o.audioLead { continue }
                 if o.stalls.contains(where: { $0.contains(time) }) { continue }
                 try sendPicture(frame, at: time)
             case .audio(let frame, let time):
+                if time < o.videoLead { continue }
                 try sendAudio(frame, at: time, type: .app, bigEndian: o.bigEndian)
             }
         }

@@ -87,9 +87,12 @@ final class TimingNodeTests: XCTestCase {
     }
 
     /// Live: after a 1 s stall the graph runs 0.4 s behind (before it, 0.01 s): repeats have
-    /// covered the slots the new frames are stamped for. They must still show, not be replaced
-    /// one by the next unseen while the last picture before the stall repeats.
-    func testLiveFpsShowsFramesThatComeBackLaterThanTheRepeats() throws {
+    /// covered the slots the first frames after it are stamped for. Those are passed over (the
+    /// repeats stood in for them); every frame that shows, shows on its own slot, so the picture
+    /// stays with its sound. Moving them to the next free slot would keep every later picture
+    /// that much late for the rest of the run. The stream is not frozen either: from the first
+    /// frame whose slot is free on, every frame shows.
+    func testLiveFpsPutsFramesThatComeBackLaterThanTheRepeatsOnTheirOwnSlots() throws {
         let src = try NodeHarness.frames(from: XCTUnwrap(TestSupport.registry["testsrc"]), options: "size: 64x64, rate: 30, duration: 4s")
         let h = try NodeHarness(XCTUnwrap(TestSupport.registry["fps"]), options: "rate: 30", inputs: [src.format], realtime: true)
         for f in src.frames[0..<30] {
@@ -102,11 +105,14 @@ final class TimingNodeTests: XCTestCase {
             try h.feed(f.ref())
         }
         let out = h.emittedFrames()
-        let shown = Set(out.map { $0.plane(0) })
         let index = Dictionary(src.frames.enumerated().map { ($1.plane(0), $0) }, uniquingKeysWith: { a, _ in a })
-        let resumed = src.frames[60..<120].filter { shown.contains($0.plane(0)) }.count
-        // They go out late (in the next due slot), a frame or so may be passed over: not frozen.
-        XCTAssertGreaterThanOrEqual(resumed, 58, "frames after the stall shown: \(out.map { "\($0.pts):\(index[$0.plane(0)] ?? -1)" })")
+        let shown = out.compactMap { f in index[f.plane(0)].map { (slot: f.pts, frame: $0) } }
+        let resumed = shown.filter { $0.frame >= 60 }
+        let trace = "\(out.map { "\($0.pts):\(index[$0.plane(0)] ?? -1)" })"
+        for s in resumed { XCTAssertEqual(s.slot, Int64(s.frame), "frame \(s.frame) off its slot: \(trace)") }
+        let firstResumed = resumed.first?.frame ?? 120
+        XCTAssertLessThanOrEqual(firstResumed, 72, "passed over more than the repeats covered: \(trace)")
+        XCTAssertEqual(Set(resumed.map(\.frame)), Set(firstResumed..<120), "not every frame after the first on time shows: \(trace)")
         XCTAssertEqual(out.last?.plane(0), src.frames[119].plane(0), "the stream ends on the last frame, not on a repeat")
         XCTAssertEqual(out.map(\.pts), Array(0..<Int64(out.count)), "one stream, no hole, no slot twice")
     }

@@ -73,6 +73,8 @@ public final class MixerNode: Node, @unchecked Sendable {
         var currentGain = 1.0
         /// Whether the input delivered since the last clock tick (realtime runs).
         var heardSinceTick = false
+        /// Whether the input's producer is still there (live ingest sources say so).
+        var presence: ProducerPresence?
         let source: Negotiation.Input
         init(_ source: Negotiation.Input, name: String) { self.source = source; self.name = name }
         var started: Bool { expected != nil }
@@ -120,6 +122,7 @@ public final class MixerNode: Node, @unchecked Sendable {
     public func receive(_ buffer: MediaBuffer, input index: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame, frame.sampleCount > 0 else { return }
         inputs[index].heardSinceTick = true
+        inputs[index].presence = ProducerPresence.of(frame)
         try place(frame, on: inputs[index])
         try emitReady(out)
     }
@@ -206,6 +209,16 @@ public final class MixerNode: Node, @unchecked Sendable {
         if let f = forcedUntil {
             // (Audio already behind the output is lost either way and holds nothing back.)
             forcedUntil = inputs.filter { $0.heardSinceTick && !$0.ended && $0.writeIndex > (next ?? .min) }.map(\.writeIndex).reduce(f, min)
+            // Producers that all left (or whose inputs ended): silence only up to where their
+            // media ended, until media after the gap comes; a run that ends now ends where the
+            // sound did. Inputs that never started hold nothing back.
+            let live = inputs.filter { $0.started && !$0.ended }
+            if inputs.contains(where: { !$0.ended }), inputs.contains(where: { $0.presence != nil }),
+               live.allSatisfy({ $0.presence?.mediaEnd != nil }) {
+                let ends = live.compactMap { $0.presence?.mediaEnd }.map { Int64(($0 * Double(rate)).rounded()) }
+                let written = inputs.filter(\.started).map(\.writeIndex)
+                forcedUntil = min(forcedUntil!, (ends + written).max() ?? f)
+            }
         }
         if next == nil {
             let starts = inputs.filter(\.started).map { $0.segments.first?.start ?? $0.writeIndex }

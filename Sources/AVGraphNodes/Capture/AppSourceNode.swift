@@ -32,7 +32,9 @@ public final class AppSourceNode: Node, LiveSource, @unchecked Sendable {
         if let duration, out.clock >= duration { return false }
         switch hub.queue.next(timeout: 0.05) {
         case .item(let item): try emitter.emit(item, out)
-        case .timeout: try emitter.idle(out)
+        case .timeout:
+            try emitter.idle(out)
+            if hub.producerAway { try emitter.producerLeft(out) }
         case .ended: return false
         }
         return !out.reachedEnd

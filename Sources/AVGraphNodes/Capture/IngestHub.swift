@@ -182,6 +182,14 @@ final class IngestHub: @unchecked Sendable {
     }
 
     func finish() { queue.end() }
+
+    private let awayLock = NSLock()
+    private var away = false
+    /// An in-process producer said it stopped sending (`AppSource.leave()`); a push clears it.
+    var producerAway: Bool {
+        get { awayLock.lock(); defer { awayLock.unlock() }; return away }
+        set { awayLock.lock(); away = newValue; awayLock.unlock() }
+    }
 }
 
 /// The node side of an ingest source: maps producer timestamps onto the pipeline clock and
@@ -201,15 +209,20 @@ final class IngestEmitter {
     /// mixer's `latency`, which the waiting audio must still meet).
     let anchorWait: Double
     /// Producer seconds to source-clock seconds, per session.
-    private var anchor: (session: Int, offset: Double)?
+    private var anchor: (session: Int, offset: Double, onGrid: Bool)?
     /// A new session's items (audio) waiting for its first picture.
     private var waiting: [IngestQueue.Item] = []
     private var lastVideo = -1.0
     private var lastEnd = 0.0
+    /// Where the emitted media ends on the timeline downstream sees (the run cuts the time
+    /// before its first media and paused spans out of what sources emit).
+    private var emittedEnd = 0.0
     private var audioNext: [Int64?] = [nil, nil, nil]
     private var resamplers: [Resampler?] = [nil, nil, nil]
     private var reportedDrops = (video: 0, audio: 0)
     let hub: IngestHub
+    /// Tagged on every frame emitted, so `fps` and `mixer` pad a gap only while the producer may return.
+    let presence = ProducerPresence()
 
     init(hub: IngestHub, outputs: [StreamFormat]) {
         self.hub = hub
@@ -254,6 +267,15 @@ final class IngestEmitter {
         reportDrops(out)
     }
 
+    deinit { presence.release() }
+
+    /// The producer is gone and everything it sent is out: downstream padding stops at the end
+    /// of its last media until media after the gap arrives.
+    func producerLeft(_ out: Outlet) throws {
+        try settle(out)
+        presence.left(mediaEnd: emittedEnd)
+    }
+
     private func settle(_ out: Outlet) throws {
         guard let first = waiting.first, let s = first.sourceTime else { return }
         setAnchor(on: first, source: s, out)
@@ -279,12 +301,43 @@ final class IngestEmitter {
             offset = (slot + 1e-6).rounded(.down) * framePeriod - s
             if offset < floor - 1e-9 { offset = (slot - 1e-6).rounded(.up) * framePeriod - s }
         }
-        anchor = (item.session, offset)
+        anchor = (item.session, offset, item.pad == 0 || framePeriod == 0)
+    }
+
+    /// A session anchored on its audio (the picture came later than `anchorWait`): its first
+    /// picture moves the session's offset forward by less than a frame so the pictures sit on
+    /// the grid, and its audio moves with it (that much silence goes in before the audio goes
+    /// on). Left alone, `fps` would round every picture of the session to the nearest slot: a
+    /// constant offset of up to half a frame, by a different amount each run. So producer time
+    /// maps to run time by one rule for audio and video alike, whichever comes first. (Downstream
+    /// nodes absorb a jump under 20 ms as jitter, so the silence has to be real samples.)
+    private func putOnGrid(_ s: Double, _ out: Outlet) throws {
+        guard var a = anchor, !a.onGrid else { return }
+        let t = s + a.offset
+        var shift = (t / framePeriod - 1e-6).rounded(.up) * framePeriod - t
+        if t + shift <= lastVideo { shift += framePeriod }
+        a.offset += shift
+        a.onGrid = true
+        anchor = a
+        for pad in audioNext.indices {
+            guard let next = audioNext[pad], pad < audioShapes.count, let shape = audioShapes[pad] else { continue }
+            let samples = Int((shift * Double(shape.rate)).rounded())
+            guard samples > 0 else { continue }
+            let pool = try AudioFramePool(format: shape.format, channels: shape.channels, sampleRate: shape.rate, capacity: samples)
+            let silence = try pool.frame(samples: samples, pts: next)
+            av_samples_set_silence(silence.audioPlanes, 0, Int32(samples), Int32(shape.channels), shape.format)
+            audioNext[pad] = next + Int64(samples)
+            lastEnd = max(lastEnd, Double(next + Int64(samples)) / Double(shape.rate))
+            presence.tag(silence)
+            out.emit(silence, output: pad)
+            emittedEnd = max(emittedEnd, Double(silence.pts + Int64(samples)) / Double(shape.rate))
+        }
     }
 
     private func place(_ item: IngestQueue.Item, _ out: Outlet) throws {
         let arrival = arrivalClock(item, out)
         var t = arrival
+        if let s = item.sourceTime, item.pad == 0, anchor?.session == item.session { try putOnGrid(s, out) }
         if let s = item.sourceTime, let a = anchor {
             t = s + a.offset
             // A producer clock that fell far behind (or leapt ahead): anchor it again here.
@@ -301,7 +354,11 @@ final class IngestEmitter {
             let frame = item.frame
             frame.timeBase = Rational(1, 1_000_000)
             frame.pts = Int64((t * 1e6).rounded())
+            presence.returned()
+            presence.tag(frame)
             out.emit(frame, output: 0)
+            // Read back: the outlet moved it onto the emitted timeline (frames are not written downstream).
+            emittedEnd = max(emittedEnd, frame.seconds + framePeriod)
         } else {
             try emitAudio(item.frame, pad: item.pad, at: t, out)
         }
@@ -331,7 +388,10 @@ final class IngestEmitter {
         frame.pts = pts
         audioNext[pad] = pts + Int64(frame.sampleCount)
         lastEnd = max(lastEnd, Double(pts + Int64(frame.sampleCount)) / Double(rate))
+        presence.returned()
+        presence.tag(frame)
         out.emit(frame, output: pad)
+        emittedEnd = max(emittedEnd, Double(frame.pts + Int64(frame.sampleCount)) / Double(rate))
     }
 
     /// Drops the queue made are counted in `stats` under this node.

@@ -117,7 +117,8 @@ public final class AppSource: @unchecked Sendable {
     /// `fullRange`: a `420YpCbCr8BiPlanarFullRange` buffer (ReplayKit's usual one).
     public func pushNV12(width: Int, height: Int, y: UnsafeRawPointer, yStride: Int, uv: UnsafeRawPointer, uvStride: Int,
                          time: Double?, orientation: Orientation = .up, fullRange: Bool = false) -> PushResult {
-        hub.pushVideo(format: .nv12, width: width, height: height,
+        hub.producerAway = false
+        return hub.pushVideo(format: .nv12, width: width, height: height,
                       planes: [PlaneCopy.Plane(base: y, stride: yStride), PlaneCopy.Plane(base: uv, stride: uvStride)],
                       time: time, orientation: orientation, fullRange: fullRange)
     }
@@ -127,7 +128,8 @@ public final class AppSource: @unchecked Sendable {
     /// The planes must not change until then. Cheapest for full-size screens.
     public func pushNV12(width: Int, height: Int, y: UnsafeRawPointer, yStride: Int, uv: UnsafeRawPointer, uvStride: Int,
                          time: Double?, orientation: Orientation = .up, fullRange: Bool = false, owner: AnyObject) -> PushResult {
-        hub.pushBorrowedVideo(format: .nv12, width: width, height: height,
+        hub.producerAway = false
+        return hub.pushBorrowedVideo(format: .nv12, width: width, height: height,
                               planes: [PlaneCopy.Plane(base: y, stride: yStride), PlaneCopy.Plane(base: uv, stride: uvStride)],
                               owner: owner, time: time, orientation: orientation, fullRange: fullRange)
     }
@@ -135,7 +137,8 @@ public final class AppSource: @unchecked Sendable {
     /// One BGRA picture (4 bytes a pixel, `stride` bytes a row).
     public func pushBGRA(width: Int, height: Int, data: UnsafeRawPointer, stride: Int, time: Double?,
                          orientation: Orientation = .up) -> PushResult {
-        hub.pushVideo(format: .bgra, width: width, height: height, planes: [PlaneCopy.Plane(base: data, stride: stride)],
+        hub.producerAway = false
+        return hub.pushVideo(format: .bgra, width: width, height: height, planes: [PlaneCopy.Plane(base: data, stride: stride)],
                       time: time, orientation: orientation)
     }
 
@@ -144,6 +147,7 @@ public final class AppSource: @unchecked Sendable {
     public func pushAudio(_ bytes: UnsafeRawBufferPointer, format: PushSampleFormat = .s16, rate: Int, channels: Int,
                           bigEndian: Bool = false, time: Double?, to input: AudioInput = .app) -> PushResult {
         guard let base = bytes.baseAddress else { return .rejected }
+        hub.producerAway = false
         return hub.pushAudio(pad: input.rawValue, bytes: base, byteCount: bytes.count, format: format, bigEndian: bigEndian,
                              rate: rate, channels: channels, time: time)
     }
@@ -160,6 +164,12 @@ public final class AppSource: @unchecked Sendable {
 
     /// The producer is done: what is queued still goes through, then the source ends.
     public func finish() { hub.finish() }
+
+    /// The producer stopped sending and may come back (a broadcast extension paused or
+    /// interrupted). Until its next push, `fps` and `mixer` pad nothing past its last media; if
+    /// it pushes again they fill the gap then, and a run stopped meanwhile ends where its media
+    /// ended. (A still screen that only sends nothing is not leaving: it is held as it happens.)
+    public func leave() { hub.producerAway = true }
 
     /// Buffers dropped by policy so far.
     public var dropped: (video: Int, audio: Int) { hub.queue.counts }

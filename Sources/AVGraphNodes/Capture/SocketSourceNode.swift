@@ -71,6 +71,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         case .item(let item): try emitter.emit(item, out)
         case .timeout:
             try emitter.idle(out)
+            if !receiver.isConnected { try emitter.producerLeft(out) }
             if !receiver.isConnected && out.clock - lastWarning >= idleWarning {
                 lastWarning = out.clock
                 out.warning("waiting for a producer on \(receiver.path)")

@@ -90,7 +90,9 @@ final class NetworkSourceCore {
         if let duration, out.clock >= duration { return false }
         switch hub.queue.next(timeout: 0.05) {
         case .item(let item): try emitter.emit(item, out)
-        case .timeout: emitter.reportDrops(out)
+        case .timeout:
+            emitter.reportDrops(out)
+            if !reader.isConnected { try emitter.producerLeft(out) }
         case .ended: return false
         }
         if reader.isConnected { idleSince = out.clock }

@@ -38,6 +38,17 @@ final class FpsNode: Node, @unchecked Sendable {
     var next: Int64 = 0
     /// Pipeline clock when the current frame arrived (realtime runs).
     var arrivalClock: Double?
+    /// Realtime: frames that came after a held gap, waiting while the repeats that fill the gap
+    /// go out a few at a time (all at once, seconds of pictures would overrun the encoder's
+    /// queue and the run's memory budget, and be dropped: a hole in the timeline).
+    var pending: [Frame] = []
+    /// References to the current picture when it became current: what more there are, repeats
+    /// still queued downstream, paces the filling of a gap.
+    var baseReferences = 0
+    /// Repeats of one picture queued downstream at once while a gap is filled.
+    static let fillInFlight = 6
+    /// Frames kept while a gap is filled (the oldest gives way; repeats cover its slot).
+    static let pendingLimit = 8
 
     init(_ setup: NodeSetup) throws {
         rate = setup.outputs[0].frameRate
@@ -51,6 +62,16 @@ final class FpsNode: Node, @unchecked Sendable {
 
     func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
+        if out.realtime, current != nil, !pending.isEmpty || slot(of: frame.seconds) - next > Self.fillInFlight {
+            pending.append(frame)
+            if pending.count > Self.pendingLimit { pending.removeFirst() }
+            fillGap(out)
+            return
+        }
+        accept(frame, out)
+    }
+
+    private func accept(_ frame: Frame, _ out: Outlet) {
         let s = slot(of: frame.seconds)
         if current == nil {
             next = s
@@ -58,36 +79,62 @@ final class FpsNode: Node, @unchecked Sendable {
             fill(before: s, out)
         }
         current = frame
+        baseReferences = Self.references(frame)
         currentSlot = s
         currentShown = false
         if out.realtime {
             arrivalClock = out.clock
             // Live, a frame due now goes out now: waiting for its successor (to show the latest
-            // frame of a slot) would hold every frame back one frame time. A second frame for a
-            // slot already shown waits for the next slot, as a repeat would; but one whose slot
-            // repeats already covered (the graph fell further behind during a stall than before
-            // it) goes out in the next slot as soon as that slot is due, or a steady stream of
-            // such frames would each be replaced before it showed: a frozen picture.
-            if s >= next {
-                show(s, out)
-            } else if Double(next) <= (out.clock - Self.latency) * rate.double {
+            // frame of a slot) would hold every frame back one frame time. A frame whose slot a
+            // repeat already covered (it came more than `latency` late) is not moved to the next
+            // free slot: every later picture would then go out that much after its sound, for the
+            // rest of the run. It waits as the current picture instead; the next frame replaces it
+            // (the repeat stood in for it) or, if none comes, a repeat shows it. So the stream is
+            // back on its own slots by the first frame that is on time.
+            if s >= next { show(s, out) }
+        }
+    }
+
+    /// Realtime: repeats up to the first pending frame's slot, only as many at once as the
+    /// consumer has taken (counted by the picture's references), then the pending frames.
+    private func fillGap(_ out: Outlet) {
+        while let first = pending.first {
+            let s = slot(of: first.seconds)
+            while next < s, let current {
+                guard !currentShown || next - currentSlot <= holdSlots else { next = s; break }
+                if baseReferences > 0 && Self.references(current) - baseReferences >= Self.fillInFlight { return }
                 show(next, out)
             }
+            pending.removeFirst()
+            accept(first, out)
         }
+    }
+
+    /// References to a frame's first buffer (0: not reference-counted).
+    private static func references(_ frame: Frame) -> Int {
+        frame.av.pointee.buf.0.map { Int(av_buffer_get_ref_count($0)) } ?? 0
     }
 
     /// Realtime: keep the stream going through a stall without waiting for the next frame.
     /// The stall is measured from the last arrival, so sources whose timestamps do not start at
     /// zero work too; repeats go out `latency` after their slot's time.
     func tick(_ out: Outlet) throws {
+        if !pending.isEmpty { return fillGap(out) }
         guard current != nil, let arrived = arrivalClock else { return }
         let waited = out.clock - arrived - Self.latency
         guard waited > 0 else { return }
-        let due = currentSlot + Int64((waited * rate.double).rounded(.down))
-        fill(before: due + 1, out, stopAtHold: true)
+        var end = currentSlot + Int64((waited * rate.double).rounded(.down)) + 1
+        // A producer that left: no repeat past the end of its media unless media after the gap
+        // comes (then `receive` fills the gap); a run that ends now ends where the media did.
+        if let current, let mediaEnd = ProducerPresence.of(current)?.mediaEnd {
+            end = min(end, Int64((mediaEnd * rate.double - 1e-6).rounded(.up)))
+        }
+        fill(before: end, out, stopAtHold: true)
     }
 
     func finish(_ out: Outlet) throws {
+        for frame in pending { accept(frame, out) }
+        pending.removeAll()
         guard current != nil else { return }
         // The last frame shows once more only if nothing showed it; never past its own slot.
         fill(before: currentSlot + 1, out)
