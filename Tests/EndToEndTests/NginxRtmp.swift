@@ -1,3 +1,4 @@
+import AVGraphTesting
 import Foundation
 import XCTest
 
@@ -85,49 +86,6 @@ final class NginxRtmp: @unchecked Sendable {
             ((try? FileManager.default.attributesOfItem(atPath: p))?[.modificationDate] as? Date) ?? .distantPast
         }
         return paths.sorted { (mtime($0), $0) < (mtime($1), $1) }
-    }
-}
-
-enum LoopbackPort {
-    /// A port on 127.0.0.1 nobody listens on right now.
-    static func free() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = loopback(0)
-        let bound = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw NSError(domain: "bind", code: Int(errno)) }
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
-
-    static func loopback(_ port: Int) -> sockaddr_in {
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = UInt16(port).bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return addr
-    }
-
-    /// A connected socket to 127.0.0.1:`port`, or -1.
-    static func connect(_ port: Int) -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = loopback(port)
-        let ok = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        if !ok { close(fd); return -1 }
-        return fd
-    }
-
-    static func accepts(_ port: Int) -> Bool {
-        let fd = connect(port)
-        if fd >= 0 { close(fd) }
-        return fd >= 0
     }
 }
 

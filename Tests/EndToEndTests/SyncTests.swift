@@ -1,3 +1,4 @@
+import AVGraphTesting
 import Foundation
 import XCTest
 
@@ -6,7 +7,7 @@ import XCTest
 /// after run. AVGRAPH_LONG_TESTS=1 makes the socket series 10 runs and adds a 10-minute
 /// irregular broadcast.
 final class SyncTests: XCTestCase {
-    static var long: Bool { ProcessInfo.processInfo.environment["AVGRAPH_LONG_TESTS"] == "1" }
+    static var long: Bool { LongTests.enabled }
 
     /// The recording side of pipelines/phone-socket.pipe with the socket at `socket`.
     static func phonePipe(socket: String, size: String) -> String {

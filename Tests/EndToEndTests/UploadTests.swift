@@ -1,3 +1,4 @@
+import AVGraphTesting
 import Foundation
 import XCTest
 

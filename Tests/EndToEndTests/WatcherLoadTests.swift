@@ -1,3 +1,4 @@
+import AVGraphTesting
 import Foundation
 import XCTest
 
@@ -6,6 +7,7 @@ import XCTest
 /// client has a bounded outbound queue, nothing waits on a client, at most 256 clients).
 final class WatcherLoadTests: XCTestCase {
     func testTwoHundredWatchersThatNeverReadLeaveA60SecondLiveRunWhole() throws {
+        try XCTSkipUnless(LongTests.enabled, "AVGRAPH_LONG_TESTS=1 runs the 60 s load test (CI does)")
         let dir = CLI.scratch()
         // Its own runtime folder: another test running live.pipe at the same time has its own socket.
         let (runtime, env) = try CLI.privateRuntime()

@@ -37,7 +37,9 @@ final class RtmpListener: PublisherListener, @unchecked Sendable {
 
     let policy: RtmpPolicy
     let limits: Limits
-    private let listener: Int32
+    /// Closed when the accept loop ends, not at deinit: a stopped source frees its port at once,
+    /// so a run (or a test) can listen on it again straight away.
+    private var listener: Int32
     private var peers: [Peer] = []
     private var lastCrowdWarning = 0.0
 
@@ -55,12 +57,16 @@ final class RtmpListener: PublisherListener, @unchecked Sendable {
 
     deinit {
         stop()
-        close(listener)
+        if listener >= 0 { close(listener) }
     }
 
     override func run() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        defer { for p in peers { drop(p) } }
+        defer {
+            for p in peers { drop(p) }
+            close(listener)
+            listener = -1
+        }
         while !isStopped {
             let now = Monotonic.now
             var fds = [pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0), pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]

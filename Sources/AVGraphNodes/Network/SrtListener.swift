@@ -20,7 +20,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
     }
 
     let settings: Settings
-    private let socket: SRTSOCKET
+    private var socket: SRTSOCKET
     private let epoll: Int32
     private var session: (socket: SRTSOCKET, stream: PublisherStream, lastData: Double)?
     // Under `condition`: libsrt calls the hook on its own thread.
@@ -49,7 +49,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
     deinit {
         stop()
         if let s = session { srt_close(s.socket) }
-        srt_close(socket)
+        if socket != -1 { srt_close(socket) }
         srt_epoll_release(epoll)
         srt_cleanup()
     }
@@ -109,7 +109,12 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
         var readable = [SRTSOCKET](repeating: 0, count: 4)
         var system = [SYSSOCKET](repeating: 0, count: 2)
         var buffer = [CChar](repeating: 0, count: 1500)
-        defer { endSession() }
+        defer {
+            endSession()
+            // The port is free once the loop ends, not when the last reference goes.
+            srt_close(socket)
+            socket = -1
+        }
         while !isStopped {
             let wait = nearestDeadline().map { Int64(max(0, $0 - Monotonic.now) * 1000) + 1 } ?? -1
             var rn = Int32(readable.count), sn = Int32(system.count)
