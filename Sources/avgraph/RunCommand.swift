@@ -53,6 +53,16 @@ struct RunCommand: ParsableCommand {
     @Flag(name: .long, help: "Let --metrics listen on an address other than loopback (anyone who reaches it can read the figures).")
     var metricsAllowRemote = false
 
+    @Option(name: .long, help: ArgumentHelp("Serve the operator's page and its API at http://ADDRESS/, e.g. 127.0.0.1:8090 (loopback only, unless --http-allow-remote); paces the run in realtime unless --offline.",
+                                            valueName: "address"))
+    var http: String?
+
+    @Flag(name: .long, help: "Let --http listen on an address other than loopback; every request then needs the token.")
+    var httpAllowRemote = false
+
+    @Option(name: .long, help: "The token --http asks for (default: $AVGRAPH_HTTP_TOKEN, else a random one, printed once off loopback).")
+    var httpToken: String?
+
     func validate() throws {
         if realtime && offline { throw ValidationError("--realtime and --offline exclude each other") }
         if let duration, ValueSyntax.duration(duration) == nil {
@@ -60,12 +70,23 @@ struct RunCommand: ParsableCommand {
         }
         if !(0.05...3600).contains(statsInterval) { throw ValidationError("--stats-interval takes seconds from 0.05 to 3600, got \(statsInterval)") }
         if let metrics {
-            guard let a = MetricsServer.Address(metrics) else {
+            guard let a = HTTPAddress(metrics) else {
                 throw ValidationError("--metrics takes HOST:PORT like 127.0.0.1:9464 or [::1]:9464, got '\(metrics)'")
             }
             if !a.isLoopback && !metricsAllowRemote {
                 throw ValidationError("--metrics \(metrics) is not a loopback address: add --metrics-allow-remote to serve it beyond this machine")
             }
+        }
+        if let http {
+            guard let a = HTTPAddress(http) else {
+                throw ValidationError("--http takes HOST:PORT like 127.0.0.1:8090 or [::1]:8090, got '\(http)'")
+            }
+            if !a.isLoopback && !httpAllowRemote {
+                throw ValidationError("--http \(http) is not a loopback address: add --http-allow-remote (every request then needs the token) to serve it beyond this machine")
+            }
+        }
+        if let httpToken, httpToken.count < 16 || httpToken.contains(where: { !$0.isLetter && !$0.isNumber && $0 != "-" && $0 != "_" }) {
+            throw ValidationError("--http-token takes at least 16 letters, digits, '-' or '_'")
         }
     }
 
@@ -85,7 +106,8 @@ struct RunCommand: ParsableCommand {
         let reporter = StderrReporter(settings: try logging.settings(nodes: checked.nodes.map(\.name)), pipeline: checked)
         let log = EventLog(output: events == .json ? .json : .none)
         reporter.attach(log)
-        let mode: Bool? = realtime ? true : offline ? false : nil
+        // A page is for watching a run as it happens: with --http a file-fed run is paced too, unless --offline.
+        let mode: Bool? = realtime ? true : offline ? false : http != nil ? true : nil
         let run: PipelineRun
         do { run = try PipelineRun(checked, events: log, realtime: mode) } catch {
             let f = error as? PipelineRun.Failure
@@ -106,15 +128,28 @@ struct RunCommand: ParsableCommand {
         }
         defer { control?.close() }
         run.statsInterval = statsInterval
-        var metricsServer: MetricsServer?
-        if let metrics, let address = MetricsServer.Address(metrics) {
-            do { metricsServer = try MetricsServer(address, run: run) } catch {
+        var servers: [HTTPServer] = []
+        defer { for s in servers { s.close() } }
+        if let metrics, let address = HTTPAddress(metrics) {
+            do { servers.append(try HTTPServer(address, name: "metrics") { [run] in OperatorAPI.metricsOnly(run, $0) }) } catch {
                 reporter.say(.error, node: nil, "\(error)")
                 throw ExitCode(1)
             }
-            if Terminal.isTTY && events == nil { Terminal.err("metrics: \(address.url)") }
+            if Terminal.isTTY && events == nil, let m = servers.last { Terminal.err("metrics: http://\(m.address.authority)/metrics") }
         }
-        defer { metricsServer?.close() }
+        if let http, let address = HTTPAddress(http) {
+            let given = httpToken ?? ProcessInfo.processInfo.environment["AVGRAPH_HTTP_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+            let api = OperatorAPI(run: run, token: given ?? OperatorAPI.newToken(), remote: !address.isLoopback, preview: run.tapPreview(interval: 0.25))
+            let server: HTTPServer
+            do { server = try HTTPServer(address, name: "http") { api.handle($0) } } catch {
+                reporter.say(.error, node: nil, "\(error)")
+                throw ExitCode(1)
+            }
+            servers.append(server)
+            // Off loopback the page needs its token: a generated one is said once, here, to whoever started the run.
+            let suffix = address.isLoopback || given != nil ? "" : "?token=\(api.token)"
+            Terminal.err("avgraph: operator page: http://\(server.address.authority)/\(suffix)")
+        }
         if let path = control?.path { run.onStart = { log.emit(.control(.init(socket: path))) } }
         let stopper = SignalStopper(run: run)
         stopper.install()

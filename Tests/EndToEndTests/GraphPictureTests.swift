@@ -36,8 +36,8 @@ final class GraphPictureTests: XCTestCase {
         XCTAssertTrue(svg.contains("<svg"), "dot -Tsvg made no SVG")
 
         let edges = try Self.labelledEdges(r.stdout)
-        // live.pipe's ten connections, each with the format check negotiated for it.
-        XCTAssertEqual(edges.count, 10, "\(edges)")
+        // live.pipe's thirteen connections, each with the format check negotiated for it.
+        XCTAssertEqual(edges.count, 13, "\(edges)")
         let pattern = try NSRegularExpression(pattern:
             #"^(\d+x\d+ \w+ \d+/\d+ (upright|tagged)( size varies)?|\d+ Hz (mono|stereo) \w+|h264 High \d+x\d+ [\d.]+ Mbit/s|aac LC \d+ kbit/s \d+ Hz (mono|stereo))$"#)
         for e in edges {
@@ -48,7 +48,7 @@ final class GraphPictureTests: XCTestCase {
         func label(_ from: String, _ to: String) -> String? { edges.first { $0.from == from && $0.to == to }?.label }
         XCTAssertEqual(label("screen", "upright"), "1170x2532 nv12 30/1 tagged")
         XCTAssertEqual(label("fit", "privacy"), "1280x720 yuv420p 30/1 upright")
-        XCTAssertEqual(label("mix", "audio"), "44100 Hz stereo fltp")
+        XCTAssertEqual(label("mix", "program"), "44100 Hz stereo fltp")
         XCTAssertEqual(label("mic", "mix"), "48000 Hz mono s16")
         XCTAssertEqual(label("video", "out"), "h264 High 1280x720 2.5 Mbit/s")
         XCTAssertEqual(label("audio", "out"), "aac LC 128 kbit/s 44100 Hz stereo")

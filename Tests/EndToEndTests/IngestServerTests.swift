@@ -1,3 +1,4 @@
+import AVGraphTesting
 import Foundation
 import XCTest
 
@@ -13,21 +14,12 @@ final class IngestServerTests: XCTestCase {
         let dir = CLI.scratch()
         let out = dir + "/recordings"
         let clip = dir + "/phone.mp4"
-        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=720x1280:r=30:d=14",
-                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=14", "-c:v", "libx264", "-preset", "veryfast", "-g", "30",
-                           "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", clip])
+        try phoneClip(clip, size: "720x1280", seconds: 14)
         let port = try LoopbackPort.free()
         let server = try startServer(dir: dir, port: port, out: out)
 
         let names = ["alice", "bob", "carol"]
-        let publishers = try names.map { name -> Process in
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            p.arguments = ["ffmpeg", "-v", "error", "-nostdin", "-re", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/\(name)"]
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            return p
-        }
+        let publishers = try names.map { try publish(clip, port: port, name: $0) }
         usleep(10_500_000)
         kill(server.processIdentifier, SIGINT)
         let stopBy = Date().addingTimeInterval(60)
@@ -60,9 +52,7 @@ final class IngestServerTests: XCTestCase {
         let dir = CLI.scratch()
         let out = dir + "/recordings"
         let clip = dir + "/phone.mp4"
-        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=4",
-                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=4", "-c:v", "libx264", "-preset", "veryfast", "-g", "30",
-                           "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", clip])
+        try phoneClip(clip, size: "640x360", seconds: 4)
         CLI.write("# phones allowed\nalice-k3y\n", to: dir + "/keys")
         let port = try LoopbackPort.free()
         let server = try startServer(dir: dir, port: port, out: out, extra: ["--keys", dir + "/keys"])
@@ -91,7 +81,24 @@ final class IngestServerTests: XCTestCase {
     }
 
     /// scripts/ingest-server on loopback `port`, its output in DIR/server.log; waits until nginx listens.
-    private func startServer(dir: String, port: Int, out: String, extra: [String] = []) throws -> Process {
+    /// A phone's recording to publish: `size` pictures at 30 fps with a 440 Hz tone, `seconds` long.
+    func phoneClip(_ path: String, size: String, seconds: Int) throws {
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=\(size):r=30:d=\(seconds)",
+                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=\(seconds)", "-c:v", "libx264", "-preset", "veryfast", "-g", "30",
+                           "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", path])
+    }
+
+    /// ffmpeg publishing `clip` in realtime as stream `name`.
+    func publish(_ clip: String, port: Int, name: String) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["ffmpeg", "-v", "error", "-nostdin", "-re", "-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/\(name)"]
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+
+    func startServer(dir: String, port: Int, out: String, extra: [String] = []) throws -> Process {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: CLI.packageRoot + "/scripts/ingest-server")
         server.arguments = ["--port", String(port), "--host", "127.0.0.1", "--out", out, "--avgraph", CLI.binary] + extra

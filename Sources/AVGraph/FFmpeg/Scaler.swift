@@ -35,7 +35,7 @@ public final class Scaler: @unchecked Sendable {
     /// `threads` nil: fitted to the source size (`threads(forSourcePixels:)`).
     public init(from sw: Int, _ sh: Int, _ sourceFormat: AVPixelFormat, to tw: Int, _ th: Int, _ targetFormat: AVPixelFormat,
                 quality: Quality = .bicubic, sourceFullRange: Bool = false, sourceMatrix: Int32 = SWS_CS_ITU709,
-                threads: Int? = nil) throws {
+                threads: Int? = nil, targetFullRange: Bool = false) throws {
         let n = threads ?? Self.threads(forSourcePixels: sw * sh)
         let failure = MediaError("swscale cannot convert \(sw)x\(sh) \(Self.name(sourceFormat)) to \(tw)x\(th) \(Self.name(targetFormat))")
         if n > 1 {
@@ -64,9 +64,10 @@ public final class Scaler: @unchecked Sendable {
         self.threads = n
         let c = context
         sourceWidth = sw; sourceHeight = sh; targetWidth = tw; targetHeight = th
-        // Range and matrix change inside the one scaling pass: limited-range BT.709 out, whatever came in.
+        // Range and matrix change inside the one scaling pass: limited-range BT.709 out (full range
+        // for a JPEG), whatever came in.
         let code = sws_setColorspaceDetails(c, sws_getCoefficients(sourceMatrix), sourceFullRange ? 1 : 0,
-                                            sws_getCoefficients(SWS_CS_ITU709), 0, 0, 1 << 16, 1 << 16)
+                                            sws_getCoefficients(SWS_CS_ITU709), targetFullRange ? 1 : 0, 0, 1 << 16, 1 << 16)
         if code < 0 && !(PixelLayout(sourceFormat)?.isRGB ?? false) {
             throw MediaError("swscale cannot set BT.709 limited range for \(Self.name(sourceFormat)) -> \(Self.name(targetFormat))")
         }

@@ -263,14 +263,8 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func handle(line: [UInt8], _ client: Client) {
-        if line.allSatisfy({ $0 == 32 || $0 == 13 || $0 == 9 }) { return }
-        guard let obj = try? JSONSerialization.jsonObject(with: Data(line)), let req = obj as? [String: Any] else {
-            reply(client, ["ok": false, "error": "malformed request: expected one JSON object a line, like {\"cmd\": \"stats\"}"])
-            return
-        }
         var watch = false
-        var answer = ControlCommands.handle(req, run: run) { watch = true }
-        if let id = req["id"] { answer["id"] = id }
+        guard let answer = ControlCommands.answer(line: line, run: run, startWatching: { watch = true }) else { return }
         reply(client, answer)
         if watch {
             // After the reply is queued, so `watching: true` comes before the first event.

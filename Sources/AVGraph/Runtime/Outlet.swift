@@ -36,6 +36,8 @@ public final class Outlet: @unchecked Sendable {
     private var ownDrops: [MediaKind: Int] = [:]
     /// A source past the pipeline's `duration` is done.
     public private(set) var reachedEnd = false
+    /// Set before the run starts when this node's pictures are previewed.
+    var tap: PictureTap?
 
     init(nodeName: String, targets: [[Target]], run: any OutletHost, isSource: Bool) {
         self.nodeName = nodeName
@@ -85,6 +87,7 @@ public final class Outlet: @unchecked Sendable {
         emitted[output] += 1
         emittedBytes[output] += buffer.byteCount
         statsLock.unlock()
+        if let tap, case .frame(let f) = buffer { tap.offer(f, output: output, clock: run.clock) }
         let ts = targets[output]
         for (i, target) in ts.enumerated() {
             // Every consumer gets its own reference so per-edge metadata never leaks between branches.

@@ -1,0 +1,59 @@
+import Foundation
+
+/// The latest picture a node emitted, kept by reference at most every `interval` seconds of
+/// wall time, for a preview (the operator's page). The node's thread only takes a reference
+/// under a lock; the reader encodes it on its own thread.
+public final class PictureTap: @unchecked Sendable {
+    public let node: String
+    let output: Int
+    private let interval: Double
+    private let lock = NSLock()
+    private var picture: Frame?
+    private var takenAt = -Double.infinity
+
+    init(node: String, output: Int, interval: Double) {
+        self.node = node
+        self.output = output
+        self.interval = interval
+    }
+
+    func offer(_ frame: Frame, output: Int, clock: Double) {
+        guard output == self.output else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        guard clock - takenAt >= interval else { return }
+        takenAt = clock
+        picture = frame.ref()
+    }
+
+    /// The last picture kept (nil before the first).
+    public func latest() -> Frame? {
+        lock.lock()
+        defer { lock.unlock() }
+        return picture
+    }
+}
+
+extension PipelineRun {
+    /// Starts keeping a preview picture: the output of the last node that covers pictures
+    /// (privacy), else the raw video into the first video encoder, else the first raw video.
+    /// What a viewer would see, after privacy. Call before `run()`; nil without raw video.
+    public func tapPreview(interval: Double = 0.5) -> PictureTap? {
+        let nodes = pipeline.nodes
+        func rawVideo(_ i: Int) -> Int? { nodes[i].outputs.firstIndex { $0.kind == .rawVideo } }
+        var chosen: (node: Int, output: Int)?
+        if let i = nodes.indices.last(where: { nodes[$0].type.coversPictures && rawVideo($0) != nil }) {
+            chosen = (i, rawVideo(i)!)
+        } else if let encoder = nodes.first(where: { $0.outputs.contains { $0.kind == .encodedVideo } }),
+                  let input = encoder.inputs.first, let i = nodes.firstIndex(where: { $0.name == input.from }),
+                  nodes[i].outputs.indices.contains(input.fromOutput), nodes[i].outputs[input.fromOutput].kind == .rawVideo {
+            chosen = (i, input.fromOutput)
+        } else if let i = nodes.indices.first(where: { rawVideo($0) != nil }) {
+            chosen = (i, rawVideo(i)!)
+        }
+        guard let chosen, chosen.node < runners.count else { return nil }
+        let tap = PictureTap(node: nodes[chosen.node].name, output: chosen.output, interval: interval)
+        runners[chosen.node].outlet.tap = tap
+        return tap
+    }
+}

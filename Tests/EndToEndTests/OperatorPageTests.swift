@@ -1,0 +1,177 @@
+import AVGraphTesting
+import Foundation
+import XCTest
+
+/// `run --http`: the operator's page, opened in Debian's chromium (headless, driven by Selenium
+/// through chromium-driver), checked for what a person sees, and the recording checked after.
+final class OperatorPageTests: XCTestCase {
+    /// What a person does on the page, in a real browser: watches the preview move, reads the
+    /// meters, mutes both sounds, switches the privacy card on, pauses and resumes; the results
+    /// as JSON. Colours are read from the preview image the page shows.
+    static let browser = #"""
+import json, sys, time
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+url, shot = sys.argv[1], sys.argv[2]
+o = webdriver.ChromeOptions()
+for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"]:
+    o.add_argument(a)
+o.binary_location = "/usr/bin/chromium"
+d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+out = {}
+def until(f, timeout):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = f()
+        if v: return v
+        time.sleep(0.05)
+    return f()
+SAMPLE = """const img = document.getElementById('preview'); if (!img.complete || !img.naturalWidth) return null;
+  const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
+  const g = c.getContext('2d'); g.drawImage(img, 0, 0);"""
+def pixel(fx, fy):
+    return d.execute_script(SAMPLE + """const p = g.getImageData(Math.floor(arguments[0] * c.width), Math.floor(arguments[1] * c.height), 1, 1).data;
+      return [p[0], p[1], p[2]];""", fx, fy)
+def fingerprint():
+    return d.execute_script(SAMPLE + """const p = g.getImageData(0, 0, c.width, c.height).data; let s = [];
+      for (let i = 0; i < 64; i++) s.push(p[Math.floor(p.length / 64 * i / 4) * 4]); return s.join(',');""")
+def db(node):
+    v = d.execute_script("const m = document.getElementById('meter-' + arguments[0]); return m ? m.dataset.db : null;", node)
+    return float(v) if v is not None else None
+try:
+    d.get(url)
+    out["state"] = until(lambda: d.find_element(By.ID, "state").text if d.find_element(By.ID, "state").text in ("running", "paused") else None, 10)
+    first = until(fingerprint, 5)
+    t0 = time.time()
+    changed = until(lambda: (f := fingerprint()) is not None and f != first, 4)
+    out["preview_changed_after"] = time.time() - t0 if changed else None
+    until(lambda: (db("mic") or -200) > -30, 10)
+    out["app_db"], out["mic_db"], out["program_db"] = db("app"), db("mic"), db("program")
+    out["graph_nodes"] = [e.get_attribute("data-node") for e in d.find_elements(By.CSS_SELECTOR, "#graph g.node")]
+    out["edge_rates"] = until(lambda: d.execute_script("return [...document.querySelectorAll('#graph .edge-label')].filter(e => e.textContent.includes('/s')).length"), 5)
+    d.save_screenshot(shot)
+    d.find_element(By.ID, "mute-app").click(); d.find_element(By.ID, "mute-mic").click()
+    until(lambda: (db("program") or 0) < -60, 3)
+    out["program_muted_db"] = db("program")
+    d.find_element(By.ID, "mute-app").click(); d.find_element(By.ID, "mute-mic").click()
+    until(lambda: (db("program") or -200) > -30, 3)
+    out["program_unmuted_db"] = db("program")
+    out["before_privacy"] = [pixel(0.02, 0.04), pixel(0.46, 0.38)]
+    t0 = time.time()
+    d.find_element(By.ID, "privacy-privacy").click()
+    def card():
+        corner, lock = pixel(0.02, 0.04), pixel(0.46, 0.38)
+        return corner and lock and abs(corner[0] - 29) < 16 and abs(corner[2] - 59) < 16 and min(lock) > 180
+    out["card_after"] = time.time() - t0 if until(card, 3) else None
+    out["with_privacy"] = [pixel(0.02, 0.04), pixel(0.46, 0.38)]
+    d.find_element(By.ID, "pause").click()
+    out["paused_state"] = until(lambda: d.find_element(By.ID, "state").text == "paused", 3)
+    time.sleep(2)
+    d.find_element(By.ID, "pause").click()
+    out["resumed_state"] = until(lambda: d.find_element(By.ID, "state").text == "running", 3)
+    out["warnings"] = d.find_element(By.ID, "warnings").text
+finally:
+    d.quit()
+print(json.dumps(out))
+"""#
+
+    func testPageInChromiumShowsAndSteersTheLivePipeAndTheRecordingAgrees() throws {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        let recording = dir + "/live.mp4"
+        let run = try BackgroundRun(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http", "127.0.0.1:\(port)", "--duration", "16s",
+                                     "--events", "json", "--control", dir + "/ctl.sock", "--set", "out.path=\(recording)"])
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "start" }, run.stderr)
+        XCTAssertTrue(run.stderr.contains("operator page: http://127.0.0.1:\(port)/"), run.stderr)
+        // AVGRAPH_SCREENSHOTS=1 writes the README's picture; otherwise it stays in the scratch folder.
+        let shot = ProcessInfo.processInfo.environment["AVGRAPH_SCREENSHOTS"] == "1" ? CLI.packageRoot + "/docs/operator-page.png" : dir + "/operator-page.png"
+        let seen = try XCTUnwrap(PythonWitness.run(Self.browser, ["http://127.0.0.1:\(port)/", shot]) as? [String: Any])
+        print("operator page in chromium: \(seen)")
+        XCTAssertEqual(run.waitForExit(timeout: 60), 0, run.stderr)
+
+        XCTAssertLessThanOrEqual(try XCTUnwrap(seen["preview_changed_after"] as? Double, "the preview never changed"), 2)
+        // Both tones are -12 dBFS at their peak; the meters sit before the mixer's gain.
+        XCTAssertEqual(try XCTUnwrap(seen["app_db"] as? Double), -12, accuracy: 1)
+        XCTAssertEqual(try XCTUnwrap(seen["mic_db"] as? Double), -12, accuracy: 1)
+        XCTAssertLessThan(try XCTUnwrap(seen["program_muted_db"] as? Double), -60, "muting both inputs silences the program")
+        XCTAssertGreaterThan(try XCTUnwrap(seen["program_unmuted_db"] as? Double), -30)
+        XCTAssertLessThanOrEqual(try XCTUnwrap(seen["card_after"] as? Double, "the card never showed: \(seen)"), 1)
+        XCTAssertEqual(seen["paused_state"] as? Bool, true)
+        XCTAssertEqual(seen["resumed_state"] as? Bool, true)
+        let nodes = ["screen", "appsound", "micsound", "app", "mic", "upright", "fit", "privacy", "smooth", "mix", "program", "video", "audio", "out"]
+        XCTAssertEqual(Set(seen["graph_nodes"] as? [String] ?? []), Set(nodes), "the graph shows every node")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: shot))
+
+        // The recording: the card from the change on, the screen before it; the pause cut out.
+        let applied = try XCTUnwrap(run.events.first { $0["event"] as? String == "applied" && $0["node"] as? String == "privacy" })
+        let on = try XCTUnwrap(applied["media_time"] as? Double)
+        let pausedFor = try XCTUnwrap(run.events.first { $0["event"] as? String == "resumed" }?["paused_for"] as? Double)
+        let times = try CLI.videoFrameTimes(recording)
+        let frames = try HlsWitness.grayPictures(recording, width: 64, height: 36)
+        XCTAssertEqual(times.count, frames.count)
+        // Navy corner (luma ~40) and a light lock: the card. The screen has black bars at the corner.
+        let isCard = { (f: [UInt8]) in abs(Int(f[1 * 64 + 1]) - 40) < 14 && f[14 * 64 + 29] > 180 }
+        let after = zip(times, frames).filter { $0.0 >= on + 0.001 }
+        let before = zip(times, frames).filter { $0.0 < on - 0.001 }
+        XCTAssertGreaterThan(after.count, 30)
+        XCTAssertTrue(after.allSatisfy { isCard($0.1) }, "every picture from \(on) s shows the card")
+        XCTAssertTrue(before.allSatisfy { !isCard($0.1) }, "no picture before \(on) s shows the card")
+        XCTAssertEqual(pausedFor, 2, accuracy: 1)
+        XCTAssertEqual((times.last ?? 0) + 1.0 / 30, 16 - pausedFor, accuracy: 0.3, "the pause is cut out")
+        // A realtime run on a busy machine may drop pictures (and says so); the pause adds no hole.
+        let stats = run.events.last { $0["event"] as? String == "stats" }
+        let dropped = (stats?["dropped_by_kind"] as? [String: Any])?["video"] as? Int ?? 0
+        XCTAssertLessThan(zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 1, Double(dropped + 1) / 30 + 0.01,
+                          "no hole where the pause was (\(dropped) pictures dropped)")
+    }
+
+    func testRemoteAddressNeedsTheFlagAndThenTheToken() throws {
+        let dir = CLI.scratch()
+        let refused = try CLI.run(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http", "0.0.0.0:8090", "--set", "out.path=\(dir)/x.mp4"])
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("--http 0.0.0.0:8090 is not a loopback address: add --http-allow-remote"), refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/x.mp4"))
+
+        let port = try LoopbackPort.free()
+        let token = "t0ken-for-the-test-0123456789"
+        let run = try BackgroundRun(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http", "0.0.0.0:\(port)", "--http-allow-remote",
+                                     "--http-token", token, "--duration", "4s", "--events", "json", "--control", dir + "/ctl.sock",
+                                     "--set", "out.path=\(dir)/remote.mp4"])
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "start" }, run.stderr)
+        func status(_ path: String, _ extra: [String] = []) throws -> String {
+            try CLI.shell(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"] + extra + ["http://127.0.0.1:\(port)\(path)"])
+        }
+        XCTAssertEqual(try status("/"), "401")
+        XCTAssertEqual(try status("/api/stats"), "401")
+        XCTAssertEqual(try status("/?token=wrong-token-wrong-token-00"), "401")
+        XCTAssertEqual(try status("/?token=\(token)"), "200")
+        XCTAssertEqual(try status("/api/stats", ["-H", "X-Avgraph-Token: \(token)"]), "200")
+        XCTAssertEqual(try status("/api/ctl", ["-X", "POST", "-d", "{\"cmd\":\"pause\"}"]), "401")
+        XCTAssertEqual(try status("/api/ctl", ["-X", "POST", "-H", "X-Avgraph-Token: \(token)", "-d", "{\"cmd\":\"clip\",\"action\":\"save\",\"path\":\"/etc/x\"}"]), "403")
+        XCTAssertEqual(run.waitForExit(timeout: 60), 0, run.stderr)
+        XCTAssertFalse(run.events.contains { $0["event"] as? String == "paused" }, "a command without the token did nothing")
+    }
+
+    func testOnLoopbackReadingNeedsNoTokenButACommandDoes() throws {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        let run = try BackgroundRun(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http", "127.0.0.1:\(port)", "--duration", "3s",
+                                     "--events", "json", "--control", dir + "/ctl.sock", "--set", "out.path=\(dir)/l.mp4"])
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "start" }, run.stderr)
+        let base = "http://127.0.0.1:\(port)"
+        let page = try CLI.shell(["curl", "-s", "--max-time", "5", base + "/"])
+        let token = try XCTUnwrap(page.range(of: #"const token = "[0-9a-f]{32}""#, options: .regularExpression).map { String(page[$0].dropFirst(15).dropLast()) })
+        let jpeg = try CLI.capture(["curl", "-s", "--max-time", "5", "--retry", "5", "--retry-all-errors", "--retry-delay", "1", base + "/api/preview.jpg"])
+        XCTAssertEqual(Array(jpeg.prefix(3)), [0xFF, 0xD8, 0xFF], "a JPEG")
+        let refused = try CLI.shell(["curl", "-s", "--max-time", "5", "-X", "POST", "-d", "{\"cmd\":\"stats\"}", base + "/api/ctl"])
+        XCTAssertTrue(refused.hasPrefix("401"), refused)
+        let answer = try CLI.shell(["curl", "-s", "--max-time", "5", "-X", "POST", "-H", "X-Avgraph-Token: \(token)",
+                                    "-d", "{\"cmd\":\"get\",\"node\":\"video\",\"option\":\"bitrate\"}", base + "/api/ctl"])
+        let viaSocket = try CLI.run(["ctl", dir + "/ctl.sock", "get", "video.bitrate"])
+        XCTAssertTrue(answer.contains("\"value\":\"2500k\"") || answer.contains("\"value\":\"2500000\""), answer)
+        XCTAssertTrue(viaSocket.stdout.contains("2500"), "ctl answers the same: \(viaSocket.stdout) \(viaSocket.stderr)")
+        XCTAssertEqual(try CLI.shell(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", base + "/nothing"]), "404")
+        XCTAssertEqual(run.waitForExit(timeout: 60), 0, run.stderr)
+    }
+}
