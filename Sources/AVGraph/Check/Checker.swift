@@ -603,7 +603,7 @@ private struct Pass {
             guard let type = node.type as? any HoldsMemory.Type else { continue }
             let bitrates = node.inputs.map { c -> Int? in
                 guard let up = index[c.from].map({ result.nodes[$0] }) else { return nil }
-                return up.options.int("maxrate") ?? up.options.int("bitrate")
+                return (up.type as? any DeclaresBitrate.Type)?.bitrateCeiling(up.options)
             }
             let inputs = node.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, fromPad: $0.fromPad, format: $0.format ?? StreamFormat(kind: .rawVideo)) }
             let n = Negotiation(nodeName: node.name, options: node.options, inputs: inputs, baseDirectory: result.baseDirectory, realtime: realtime)
