@@ -448,8 +448,9 @@ private struct Pass {
                 if pad.kinds.isDisjoint(with: outKinds) {
                     let gives = MediaKind.allCases.filter { outKinds.contains($0) }.map(\.rawValue).joined(separator: " or ")
                     var hint: String?
-                    if type.outputs.isEmpty && outKinds.contains(.rawVideo) { hint = "encode it first: add a node like {type: h264, in: \(r.ref)}" }
-                    if type.outputs.isEmpty && outKinds.contains(.rawAudio) { hint = "encode it first: add a node like {type: aac, in: \(r.ref)}" }
+                    if type.outputs.isEmpty, let encoder = registry.converter(from: outKinds, to: pad.kinds) {
+                        hint = "encode it first: add a node like {type: \(encoder), in: \(r.ref)}"
+                    }
                     error(r.at, "media kind mismatch: input '\(pad.name)' of '\(node.name)' (\(type.typeName)) takes \(pad.kindsText), but '\(r.ref)' gives \(gives)", hint: hint)
                     continue
                 }
