@@ -168,4 +168,33 @@ final class ControlSchemaTests: XCTestCase {
         XCTAssertEqual(v.status, 0, v.report)
         XCTAssertTrue(v.report.contains("\(lines.count) valid, 0 invalid"), v.report)
     }
+
+    /// `LivePipeline.control` asks in the protocol's types and gets them back: a set the encoder
+    /// takes, a get that reads it, a clip whose packets ffprobe counts.
+    func testTheSwiftAPIAsksInTheProtocolsTypes() throws {
+        let dir = TestSupport.scratch()
+        try """
+        realtime: true
+        duration: 10s
+        nodes:
+          screen: {type: testsrc, size: 160x120, rate: 20}
+          video:  {type: h264, in: screen, bitrate: 400k, gop: 10}
+          keep:   {type: clips, in: video, window: 5s}
+        """.write(toFile: dir + "/api.pipe", atomically: true, encoding: .utf8)
+        let live = try LivePipeline(path: dir + "/api.pipe", registry: TestSupport.registry)
+        live.start()
+        defer { live.stop(); try? live.wait() }
+        while live.stats().mediaTime < 1.5 { usleep(50_000) }
+        let set = try live.control(.set(.init(node: "video", option: "bitrate", value: .int(250_000))), reply: OptionReply.self)
+        XCTAssertEqual(set.body, OptionReply(node: "video", option: "bitrate", value: "250000"), set.error ?? "")
+        XCTAssertEqual(try live.control(.get(.init(node: "video", option: "bitrate")), reply: OptionReply.self).body?.value, "250000")
+        let stats = try live.control(.stats, reply: StatsReply.self)
+        XCTAssertEqual(stats.body?.stats.nodes.count, 3)
+        let clip = try live.control(ClipSave(path: dir + "/api.mp4").request, reply: ClipSaved.self)
+        let saved = try XCTUnwrap(clip.body, clip.error ?? "")
+        let frames = try TestSupport.shell(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
+                                            "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", dir + "/api.mp4"])
+        XCTAssertEqual(Int(frames.trimmingCharacters(in: .whitespacesAndNewlines)), saved.packets, "every packet of the clip decodes")
+        XCTAssertEqual(try live.control(.node(command: "clip", fields: [:]), reply: ClipSaved.self).error, "clip takes action 'save' and a 'path'")
+    }
 }
