@@ -448,9 +448,7 @@ private struct Pass {
                 if pad.kinds.isDisjoint(with: outKinds) {
                     let gives = MediaKind.allCases.filter { outKinds.contains($0) }.map(\.rawValue).joined(separator: " or ")
                     var hint: String?
-                    if type.outputs.isEmpty, let encoder = registry.converter(from: outKinds, to: pad.kinds) {
-                        hint = "encode it first: add a node like {type: \(encoder), in: \(r.ref)}"
-                    }
+                    if type.outputs.isEmpty, let e = registry.converter(from: outKinds, to: pad.kinds) { hint = "encode it first: add a node like {type: \(e), in: \(r.ref)}" }
                     error(r.at, "media kind mismatch: input '\(pad.name)' of '\(node.name)' (\(type.typeName)) takes \(pad.kindsText), but '\(r.ref)' gives \(gives)", hint: hint)
                     continue
                 }
