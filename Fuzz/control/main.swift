@@ -4,9 +4,10 @@ import CFuzzDriver
 import Foundation
 
 /// libFuzzer target: bytes as one line a control client sends. The line is parsed as the server
-/// parses it (a JSON object) and answered by `ControlCommands` against a built, not started, run
-/// of a pipeline whose nodes have live options of several types. A `set` goes as far as parsing
-/// its value (`ControlCommands.setValue`): handing it to a node needs the node's thread.
+/// parses it (a typed `ControlEnvelope`) and answered by `ControlCommands` against a built, not started, run
+/// of a pipeline whose nodes have live options of several types, through `answer(controlLine:)`.
+/// A `set` goes as far as parsing its value (`ControlCommands.setValue`): handing it to a node
+/// needs the node's thread.
 let run: PipelineRun = {
     FFmpegLog.errorsOnly()
     let folder = NSTemporaryDirectory() + "avgraph-fuzz-control"
@@ -31,29 +32,24 @@ let run: PipelineRun = {
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzControl(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
-    let line = Data(bytes: bytes, count: count)
-    guard let object = try? JSONSerialization.jsonObject(with: line), let request = object as? [String: Any] else { return 0 }
-    let reply: [String: Any]
-    if request["cmd"] as? String == "set" {
-        guard let (node, spec) = ControlCommands.lookup(request, run) else {
-            reply = ControlCommands.lookupError(request, run)
-            return check(reply)
-        }
-        switch ControlCommands.setValue(request, node: node.name, spec: spec) {
-        case .success(let value): reply = ["ok": true, "value": value.text]
-        case .failure(let refusal): reply = refusal.reply
-        }
-    } else {
-        reply = ControlCommands.handle(request, run: run, startWatching: {})
-        if request["cmd"] as? String == "pause" { _ = run.resume() }
+    let line = Array(UnsafeBufferPointer(start: bytes, count: count))
+    guard case .success(let envelope) = ControlEnvelope.decode(line: Data(line)), case .set(let change) = envelope.request else {
+        let reply = run.answer(controlLine: line)
+        if case .success(let e) = ControlEnvelope.decode(line: Data(line)), e.request == .pause { _ = run.resume() }
+        return check(reply)
     }
-    return check(reply)
+    let outcome: Result<any ControlReplyBody, ControlRefusal> = ControlCommands.lookup(change.target, run).flatMap { found in
+        let (node, spec) = found
+        return ControlCommands.setValue(change.value, node: node.name, spec: spec)
+            .map { OptionReply(node: node.name, option: spec.name, value: $0.text) as any ControlReplyBody }
+    }
+    return check(ControlReply(outcome, id: envelope.id).line)
 }
 
-/// Every answer is a JSON object the server can send, with `ok`.
-func check(_ reply: [String: Any]) -> CInt {
-    precondition(reply["ok"] is Bool, "an answer without ok: \(reply)")
-    precondition(JSONSerialization.isValidJSONObject(reply), "an answer that is not JSON: \(reply)")
+/// Every answer is one line of JSON with `ok`, as a client reads it.
+func check(_ reply: [UInt8]) -> CInt {
+    precondition(!reply.contains(10), "an answer of more than one line: \(String(decoding: reply, as: UTF8.self))")
+    precondition((try? ControlAnswer<EmptyReply>.decode(line: Data(reply))) != nil, "an answer without ok: \(String(decoding: reply, as: UTF8.self))")
     return 0
 }
 

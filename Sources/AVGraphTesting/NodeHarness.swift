@@ -54,7 +54,7 @@ public final class NodeHarness: @unchecked Sendable {
             throw MediaError("negotiate returned \(outputs.count) formats for \(type.outputs.count) output pads")
         }
         let setup = NodeSetup(name: "node", options: values, inputs: connected, outputs: outputs, baseDirectory: baseDirectory,
-                              realtime: realtime, duration: values.duration("duration"))
+                              realtime: realtime, duration: (type as? any EndsByItself.Type)?.mediaDuration(values))
         embedded = try EmbeddedNode(type, setup: setup)
     }
 

@@ -32,7 +32,7 @@ struct CheckCommand: ParsableCommand {
         checker.loadsFilePlugins = fileTrust.allowPlugins
         var anyInvalid = false
         var printer = DiagnosticPrinter()
-        var reports: [[String: Any]] = []
+        var reports: [FileReport] = []
         for file in files {
             let result = checker.check(path: file)
             anyInvalid = anyInvalid || !result.isValid
@@ -47,24 +47,37 @@ struct CheckCommand: ParsableCommand {
                     print("\(file): \(errors) error\(errors == 1 ? "" : "s")\(warnings > 0 ? ", \(warnings) warning\(warnings == 1 ? "" : "s")" : "")")
                 }
             case .json:
-                reports.append([
-                    "file": file, "valid": result.isValid,
-                    "diagnostics": result.diagnostics.map(\.json),
-                    "nodes": result.nodes.map { n -> [String: Any] in
-                        ["name": n.name, "type": n.type.typeName, "outputs": n.outputs.map(\.description)]
-                    },
-                    "edges": result.edges.map(\.json),
-                ])
+                reports.append(FileReport(
+                    file: file, valid: result.isValid, diagnostics: result.diagnostics,
+                    nodes: result.nodes.map { .init(name: $0.name, type: $0.type.typeName, outputs: $0.outputs.map(\.description)) },
+                    edges: result.edges.map(\.link)))
             case .dot:
                 // The picture goes to stdout; what is wrong with the file goes where a person looks.
                 for d in result.diagnostics { Terminal.err(printer.render(d, path: file)) }
-                if result.isValid { print(GraphDot.render(result.graphJSON), terminator: "") }
+                if result.isValid { print(GraphDot.render(result.graph), terminator: "") }
             }
         }
         if format == .json {
-            let data = try JSONSerialization.data(withJSONObject: ["files": reports], options: [.prettyPrinted, .sortedKeys])
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            let data = try encoder.encode(["files": reports])
             print(String(decoding: data, as: UTF8.self))
         }
         if anyInvalid { throw ExitCode(1) }
     }
+}
+
+/// One file's result in `check --format json`.
+struct FileReport: Encodable {
+    struct NodeReport: Encodable {
+        var name: String
+        var type: String
+        var outputs: [String]
+    }
+
+    var file: String
+    var valid: Bool
+    var diagnostics: [Diagnostic]
+    var nodes: [NodeReport]
+    var edges: [PipelineGraph.Link]
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import AVGraph
+import AVGraphNodes
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -28,8 +29,8 @@ struct CtlCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("With set: apply at this media time (e.g. 12.5s): from the first frame at or after it.", valueName: "MEDIA_TIME"))
     var at: String?
 
-    func request() throws -> [String: Any] {
-        guard let verb = command.first else { throw ValidationError("give a command: set, get, pause, resume, stop, stats, watch, clip") }
+    func request() throws -> ControlRequest {
+        guard let verb = command.first else { throw ValidationError("give a command: \(Self.commands.joined(separator: ", "))") }
         let args = Array(command.dropFirst())
         func nodeOption(_ s: String) throws -> (String, String) {
             guard let dot = s.firstIndex(of: "."), dot != s.startIndex, s.index(after: dot) != s.endIndex else {
@@ -41,31 +42,31 @@ struct CtlCommand: ParsableCommand {
         case "set":
             guard args.count == 2 else { throw ValidationError("usage: ctl PIPELINE set NODE.OPTION VALUE") }
             let (n, o) = try nodeOption(args[0])
-            var r: [String: Any] = ["cmd": "set", "node": n, "option": o, "value": args[1]]
+            var seconds: Double?
             if let at {
                 guard let t = ValueSyntax.duration(at) ?? Double(at), t >= 0 else { throw ValidationError("--at takes a media time like 12.5s, got '\(at)'") }
-                r["at"] = t
+                seconds = t
             }
-            return r
+            return .set(.init(node: n, option: o, value: .string(args[1]), at: seconds))
         case "get":
             guard args.count == 1 else { throw ValidationError("usage: ctl PIPELINE get NODE.OPTION") }
             let (n, o) = try nodeOption(args[0])
-            return ["cmd": "get", "node": n, "option": o]
+            return .get(.init(node: n, option: o))
         case "pause", "resume", "stats", "watch", "graph":
             guard args.isEmpty else { throw ValidationError("'\(verb)' takes no arguments") }
-            return ["cmd": verb]
+            return [.pause, .resume, .stats, .watch, .graph].first { $0.command == verb }!
         case "stop":
-            var r: [String: Any] = ["cmd": "stop"]
-            if let reason { r["reason"] = reason }
-            return r
-        case "clip":
-            guard args.count == 2, args[0] == "save" else { throw ValidationError("usage: ctl PIPELINE clip save PATH") }
+            return .stop(reason: reason)
+        case ClipSave.command:
+            guard args.count == 2, args[0] == ClipSave.action else { throw ValidationError("usage: ctl PIPELINE clip save PATH") }
             let path = args[1].hasPrefix("/") ? args[1] : FileManager.default.currentDirectoryPath + "/" + args[1]
-            return ["cmd": "clip", "action": "save", "path": path]
+            return ClipSave(path: path).request
         default:
-            throw ValidationError("unknown command '\(verb)'" + (Suggest.hint(for: verb, in: ["set", "get", "pause", "resume", "stop", "stats", "watch", "clip", "graph"]).map { "; \($0)" } ?? ""))
+            throw ValidationError("unknown command '\(verb)'" + (Suggest.hint(for: verb, in: Self.commands).map { "; \($0)" } ?? ""))
         }
     }
+
+    static let commands = ControlRequest.builtIn + ClipsNode.controlCommands
 
     func validate() throws { _ = try request() }
 
@@ -74,7 +75,7 @@ struct CtlCommand: ParsableCommand {
         let path = pipeline.contains("/") || pipeline.hasSuffix(".sock") ? pipeline : ControlServer.defaultPath(for: pipeline)
         let fd = try connectTo(path)
         defer { close(fd) }
-        let data = try JSONSerialization.data(withJSONObject: req, options: [.sortedKeys]) + Data([10])
+        let data = ControlEnvelope(req).line + Data([10])
         _ = data.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var pending = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 65536)
@@ -88,13 +89,8 @@ struct CtlCommand: ParsableCommand {
                 pending.removeSubrange(...nl)
                 if first {
                     first = false
-                    let reply = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
-                    if reply["ok"] as? Bool != true {
-                        Terminal.err("error: \(reply["error"] as? String ?? line)")
-                        throw ExitCode(1)
-                    }
-                    if req["cmd"] as? String == "graph" { print(GraphDot.render(reply), terminator: ""); return }
-                    if req["cmd"] as? String != "watch" { print(line); return }
+                    try printReply(line, to: req)
+                    if req != .watch { return }
                     continue
                 }
                 print(line)
@@ -104,6 +100,25 @@ struct CtlCommand: ParsableCommand {
         if first {
             Terminal.err("error: the pipeline closed the connection without answering")
             throw ExitCode(1)
+        }
+    }
+
+    /// The first line back: an error exits 1; `graph` prints as DOT, `watch`'s is not shown
+    /// (the events follow), anything else prints as it came.
+    func printReply(_ line: String, to req: ControlRequest) throws {
+        let status = try? ControlAnswer<EmptyReply>.decode(line: Data(line.utf8))
+        guard status?.ok == true else {
+            Terminal.err("error: \(status?.error ?? line)")
+            throw ExitCode(1)
+        }
+        if req == .graph {
+            guard let graph = try? ControlAnswer<PipelineGraph>.decode(line: Data(line.utf8)).body else {
+                Terminal.err("error: the graph reply does not read as a graph: \(line)")
+                throw ExitCode(1)
+            }
+            print(GraphDot.render(graph), terminator: "")
+        } else if req != .watch {
+            print(line)
         }
     }
 

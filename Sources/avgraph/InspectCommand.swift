@@ -24,7 +24,9 @@ struct InspectCommand: ParsableCommand {
     func run() throws {
         let registry = try pluginOptions.registry()
         if schema {
-            let data = try JSONSerialization.data(withJSONObject: PipeSchema.json(registry), options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            let data = try encoder.encode(PipeSchema.json(registry))
             print(String(decoding: data, as: UTF8.self))
             return
         }

@@ -59,17 +59,22 @@ struct OperatorAPI: Sendable {
             }
         case ("POST", "/api/ctl"):
             guard authorized else { return .text(401, "401: a command needs the page's token in X-Avgraph-Token\n") }
-            guard let object = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any] else {
+            guard case .object(var request)? = try? JSONDecoder().decode(EventValue.self, from: Data(r.body)) else {
                 return .json(400, Array("{\"ok\":false,\"error\":\"expected one JSON object, like {\\\"cmd\\\": \\\"stats\\\"}\"}".utf8))
             }
-            if object["path"] != nil {
+            if request["path"] != nil {
                 return .json(403, Array("{\"ok\":false,\"error\":\"no paths over HTTP: a clip saved from the page goes to clips/ in the run's folder\"}".utf8))
             }
-            guard object["cmd"] as? String == "clip" else { return .json(200, run.answer(controlLine: r.body)) }
-            var clip = object
-            clip["path"] = Self.clipPath(pipeline: run.pipeline.settings.name)
-            let line = (try? JSONSerialization.data(withJSONObject: clip)).map { Array($0) } ?? []
-            return .json(200, run.answer(controlLine: line))
+            switch request["cmd"] {
+            case .string("watch")?:
+                return .json(400, Array("{\"ok\":false,\"error\":\"watch needs the control socket; over HTTP the events stream from /api/events\"}".utf8))
+            case .string("clip")?:
+                request["path"] = .string(Self.clipPath(pipeline: run.pipeline.settings.name))
+                let line = (try? JSONEncoder().encode(EventValue.object(request))).map { Array($0) } ?? []
+                return .json(200, run.answer(controlLine: line))
+            default:
+                return .json(200, run.answer(controlLine: r.body))
+            }
         case ("GET", "/metrics"), ("HEAD", "/metrics"):
             return Self.metrics(run)
         case (_, "/"), (_, "/api/stats"), (_, "/api/graph"), (_, "/api/preview.jpg"), (_, "/api/events"), (_, "/metrics"):

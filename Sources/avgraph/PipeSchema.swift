@@ -6,28 +6,28 @@ import Foundation
 /// default and doc, so an editor (yaml-language-server) completes and checks a file as it is typed.
 /// It is looser than `check` where YAML cannot say more (formats, connections, files), never stricter.
 enum PipeSchema {
-    static func json(_ registry: NodeRegistry) -> [String: Any] {
-        var definitions: [String: Any] = [:]
-        var dispatch: [[String: Any]] = []
+    static func json(_ registry: NodeRegistry) -> JSONValue {
+        var definitions: [String: JSONValue] = [:]
+        var dispatch: [JSONValue] = []
         for name in registry.names {
             let variants = registry.variants[name] ?? []
             let origin = registry.origin(of: name) ?? "built-in"
             for t in variants { definitions[key(t)] = typeSchema(t, origin: origin) }
-            let then: [String: Any]
+            let then: JSONValue
             if variants.count > 1, let source = variants.first(where: { $0.inputs.isEmpty }), let other = variants.first(where: { !$0.inputs.isEmpty }) {
                 // One name, two roles (`file`): the role follows from whether the node has an `in:`.
                 then = ["if": ["required": ["in"]], "then": ref(key(other)), "else": ref(key(source))]
             } else {
                 then = ref(key(variants[0]))
             }
-            dispatch.append(["if": ["properties": ["type": ["enum": spellings(name)]], "required": ["type"]], "then": then])
+            dispatch.append(["if": ["properties": ["type": ["enum": .list(spellings(name))]], "required": ["type"]], "then": then])
         }
         definitions["node"] = [
             "type": "object",
             "required": ["type"],
-            "properties": ["type": ["enum": registry.names.flatMap(spellings), "description": "the node type (`avgraph inspect` lists them)"]],
-            "allOf": dispatch,
-        ] as [String: Any]
+            "properties": ["type": ["enum": .list(registry.names.flatMap(spellings)), "description": "the node type (`avgraph inspect` lists them)"]],
+            "allOf": .list(dispatch),
+        ]
         return [
             "$schema": "http://json-schema.org/draft-07/schema#",
             "title": "avgraph .pipe file",
@@ -45,29 +45,29 @@ enum PipeSchema {
                 "plugins": ["type": "array", "items": ["type": "string"], "description": "plugin files or folders, relative to the .pipe file"],
                 "nodes": ["type": "object", "minProperties": 1, "description": "node name -> node",
                           "propertyNames": ["pattern": "^[a-z][a-z0-9_-]*$"],
-                          "additionalProperties": ref("node")] as [String: Any],
-            ] as [String: Any],
-            "definitions": definitions,
+                          "additionalProperties": ref("node")],
+            ],
+            "definitions": .object(definitions),
         ]
     }
 
     /// How a type name reads once YAML has loaded it: `type: null` is YAML's null to an editor,
     /// while avgraph reads the word.
-    static func spellings(_ name: String) -> [Any] { name == "null" ? [name, NSNull()] : [name] }
+    static func spellings(_ name: String) -> [JSONValue] { name == "null" ? [.string(name), .null] : [.string(name)] }
 
     static func key(_ t: any Node.Type) -> String { "type-\(t.typeName)-\(t.isSource ? "source" : t.isSink ? "sink" : "filter")" }
-    static func ref(_ name: String) -> [String: Any] { ["$ref": "#/definitions/\(name)"] }
+    static func ref(_ name: String) -> JSONValue { ["$ref": .string("#/definitions/\(name)")] }
 
-    static func with(_ schema: [String: Any], _ doc: String) -> [String: Any] {
+    static func with(_ schema: JSONValue, _ doc: String) -> JSONValue {
         var s = schema
-        s["description"] = doc
+        s["description"] = .string(doc)
         return s
     }
 
-    static func typeSchema(_ t: any Node.Type, origin: String) -> [String: Any] {
+    static func typeSchema(_ t: any Node.Type, origin: String) -> JSONValue {
         let role = t.isSource ? "source" : t.isSink ? "sink" : "filter"
-        var properties: [String: Any] = [
-            "type": ["enum": spellings(t.typeName), "description": t.summary + (origin == "built-in" ? "" : " [plugin \(origin)]")],
+        var properties: [String: JSONValue] = [
+            "type": ["enum": .list(spellings(t.typeName)), "description": .string(t.summary + (origin == "built-in" ? "" : " [plugin \(origin)]"))],
         ]
         var required = ["type"]
         if !t.inputs.isEmpty {
@@ -76,9 +76,9 @@ enum PipeSchema {
                 "type": "object", "additionalProperties": false, "description": "this node's input queues",
                 "properties": [
                     "size": ["type": "integer", "minimum": 1, "maximum": 1000],
-                    "policy": ["enum": QueuePolicy.allCases.map(\.rawValue)],
+                    "policy": ["enum": .strings(QueuePolicy.allCases.map(\.rawValue))],
                 ],
-            ] as [String: Any]
+            ]
             if t.inputs.contains(where: { $0.required }) { required.append("in") }
         }
         for o in t.options {
@@ -86,45 +86,45 @@ enum PipeSchema {
             var doc = o.doc
             if let r = o.type.rangeText { doc += " Range: \(r)." }
             if o.live { doc += " Live: `avgraph ctl NAME set` changes it while running." }
-            s["description"] = doc
+            s["description"] = .string(doc)
             if let d = o.defaultText { s["default"] = defaultValue(d, o.type) }
             properties[o.name] = s
             if o.required { required.append(o.name) }
         }
-        return ["type": "object", "title": "\(t.typeName) (\(role))", "description": t.summary,
-                "properties": properties, "required": required, "additionalProperties": false]
+        return ["type": "object", "title": .string("\(t.typeName) (\(role))"), "description": .string(t.summary),
+                "properties": .object(properties), "required": .strings(required), "additionalProperties": false]
     }
 
     /// `in: node`, `in: node.pad`, `in: [a, b]`, or `in: {pad: node}`.
-    static func inSchema(_ pads: [PadSpec]) -> [String: Any] {
-        let reference: [String: Any] = ["type": "string", "pattern": "^[a-z][a-z0-9_-]*(\\.[A-Za-z0-9_-]+)?$"]
-        let many: [String: Any] = ["type": "array", "items": reference, "minItems": 1]
+    static func inSchema(_ pads: [PadSpec]) -> JSONValue {
+        let reference: JSONValue = ["type": "string", "pattern": "^[a-z][a-z0-9_-]*(\\.[A-Za-z0-9_-]+)?$"]
+        let many: JSONValue = ["type": "array", "items": reference, "minItems": 1]
         let doc = pads.map { "\($0.name): \($0.kindsText)\($0.variadic ? ", any number" : "")" }.joined(separator: "; ")
-        return ["description": "upstream node(s): \(doc)",
+        return ["description": .string("upstream node(s): \(doc)"),
                 "anyOf": [reference, many,
-                          ["type": "object", "propertyNames": ["enum": pads.map(\.name)],
-                           "additionalProperties": ["anyOf": [reference, many]]] as [String: Any]]]
+                          ["type": "object", "propertyNames": ["enum": .strings(pads.map(\.name))],
+                           "additionalProperties": ["anyOf": [reference, many]]]]]
     }
 
-    static var boolean: [String: Any] { ["anyOf": [["type": "boolean"], ["enum": ["true", "false", "yes", "no", "on", "off"]]]] }
+    static var boolean: JSONValue { ["anyOf": [["type": "boolean"], ["enum": ["true", "false", "yes", "no", "on", "off"]]]] }
     static let number = "[0-9]+(\\.[0-9]*)?|\\.[0-9]+"
 
     /// The value syntax of docs/PIPE-FORMAT.md ("Values"), as far as a schema can say it.
-    static func valueSchema(_ type: OptionType) -> [String: Any] {
-        func text(_ pattern: String) -> [String: Any] { ["type": "string", "pattern": pattern] }
-        func numeric(_ lo: Double, _ hi: Double, integer: Bool = false) -> [String: Any] {
-            var s: [String: Any] = ["type": integer ? "integer" : "number"]
-            if lo.isFinite { s["minimum"] = integer ? Int(lo) as Any : lo }
-            if hi.isFinite { s["maximum"] = integer ? Int(hi) as Any : hi }
+    static func valueSchema(_ type: OptionType) -> JSONValue {
+        func text(_ pattern: String) -> JSONValue { ["type": "string", "pattern": .string(pattern)] }
+        func numeric(_ lo: Double, _ hi: Double, integer: Bool = false) -> JSONValue {
+            var s: JSONValue = ["type": integer ? "integer" : "number"]
+            if lo.isFinite { s["minimum"] = integer ? .int(Int(lo)) : .number(lo) }
+            if hi.isFinite { s["maximum"] = integer ? .int(Int(hi)) : .number(hi) }
             return s
         }
         let durationText = "^\\s*(\(number))\\s*(us|ms|s|m|h)?\\s*$"
         switch type {
         case .bool: return boolean
-        case .int(let r): return ["type": "integer", "minimum": r.lowerBound, "maximum": r.upperBound]
+        case .int(let r): return ["type": "integer", "minimum": .int(r.lowerBound), "maximum": .int(r.upperBound)]
         case .number(let r): return numeric(r.lowerBound, r.upperBound)
         case .string: return ["type": ["string", "number"]]
-        case .choice(let c): return ["enum": c]
+        case .choice(let c): return ["enum": .strings(c)]
         case .size: return text("^[0-9]+[xX][0-9]+$")
         case .rate(let r): return ["anyOf": [numeric(r.lowerBound, r.upperBound), text("^\\s*([0-9]+/[0-9]+|\(number))\\s*$")]]
         case .bitrate(let r):
@@ -135,9 +135,9 @@ enum PipeSchema {
             return ["anyOf": [numeric(Double(r.lowerBound), Double(r.upperBound), integer: true),
                               text("^\\s*(\(number))\\s*(B|kB|KB|MB|GB|KiB|MiB|GiB)?\\s*$")]]
         case .color:
-            return ["anyOf": [["enum": ValueSyntax.colorNames.keys.sorted()], text("^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$")]]
+            return ["anyOf": [["enum": .strings(ValueSyntax.colorNames.keys.sorted())], text("^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$")]]
         case .path: return ["type": "string", "minLength": 1]
-        case .orientation: return ["enum": Orientation.allCases.map(\.rawValue)]
+        case .orientation: return ["enum": .strings(Orientation.allCases.map(\.rawValue))]
         case .orientationSchedule:
             return ["anyOf": [valueSchema(.orientation),
                               schedule(["at": valueSchema(.duration(0...1e9)), "value": valueSchema(.orientation)])]]
@@ -151,46 +151,46 @@ enum PipeSchema {
             return ["type": "object", "additionalProperties": false, "properties": [
                 "attempts": ["type": "integer", "minimum": 0],
                 "backoff": ["anyOf": [numeric(0, 1e9), text("^\\s*(\(number))\\s*(us|ms|s|m|h)?\\s*(\\.\\.\\s*(\(number))\\s*(us|ms|s|m|h)?\\s*)?$")]],
-            ] as [String: Any]]
+            ]]
         case .region: return text("^\\s*[0-9]+\\s*,\\s*[0-9]+\\s*,\\s*[0-9]+[xX][0-9]+\\s*$")
         case .upload:
             return ["type": "object", "additionalProperties": false, "required": ["url"], "properties": [
                 "url": text("^https?://"), "method": ["enum": ["PUT", "POST", "put", "post"]],
                 "headers": ["type": "object", "additionalProperties": ["type": ["string", "number"]]],
                 "attempts": ["type": "integer", "minimum": 1, "maximum": 100], "ca": ["type": "string", "minLength": 1],
-            ] as [String: Any]]
+            ]]
         }
     }
 
-    static func schedule(_ fields: [String: Any]) -> [String: Any] {
-        ["type": "array", "items": ["type": "object", "additionalProperties": false, "required": Array(fields.keys).sorted(),
-                                    "properties": fields] as [String: Any]]
+    static func schedule(_ fields: [String: JSONValue]) -> JSONValue {
+        ["type": "array", "items": ["type": "object", "additionalProperties": false, "required": .strings(Array(fields.keys).sorted()),
+                                    "properties": .object(fields)]]
     }
 
     /// A default in JSON's own type where it has one (`30` a number, `true` a boolean).
-    static func defaultValue(_ text: String, _ type: OptionType) -> Any {
+    static func defaultValue(_ text: String, _ type: OptionType) -> JSONValue {
         switch type {
         case .bool, .loop:
             if ["true", "yes", "on"].contains(text.lowercased()) { return true }
             if ["false", "no", "off"].contains(text.lowercased()) { return false }
-            return Int(text).map { $0 as Any } ?? text
+            return Int(text).map(JSONValue.int) ?? .string(text)
         case .int, .number, .rate, .bitrate, .duration, .byteSize, .gain:
-            if let i = Int(text) { return i }
-            if let d = Double(text) { return d }
-            return text
+            if let i = Int(text) { return .int(i) }
+            if let d = Double(text) { return .number(d) }
+            return .string(text)
         case .retry, .orientationSchedule, .spans:
             guard text.hasPrefix("{") || text.hasPrefix("["),
-                  case let (parsed?, problems) = PipeLoader.parse(data: Data(text.utf8), file: "default"), problems.isEmpty else { return text }
+                  case let (parsed?, problems) = PipeLoader.parse(data: Data(text.utf8), file: "default"), problems.isEmpty else { return .string(text) }
             return plain(parsed)
-        default: return text
+        default: return .string(text)
         }
     }
 
-    static func plain(_ v: PipeValue) -> Any {
+    static func plain(_ v: PipeValue) -> JSONValue {
         switch v {
-        case .scalar(let s, _): return Int(s).map { $0 as Any } ?? s
-        case .list(let l, _): return l.map(plain)
-        case .map(let m, _): return Dictionary(m.map { ($0.key, plain($0.value)) }, uniquingKeysWith: { a, _ in a })
+        case .scalar(let s, _): return Int(s).map(JSONValue.int) ?? .string(s)
+        case .list(let l, _): return .list(l.map(plain))
+        case .map(let m, _): return .object(Dictionary(m.map { ($0.key, plain($0.value)) }, uniquingKeysWith: { a, _ in a }))
         }
     }
 }

@@ -54,14 +54,16 @@ final class BudgetTests: XCTestCase {
         XCTAssertEqual(packets.count, 60)
         let clips = try NodeHarness(try XCTUnwrap(registry["clips"]), options: "window: 2s", inputs: [encoder.outputFormats[0]], realtime: true)
         for p in packets { try clips.feed(.packet(p)) }
-        let responder = try XCTUnwrap(clips.node as? ControlResponder)
+        let responder = try XCTUnwrap(clips.node as? any AnswersControl)
+        func save(_ path: String) -> NodeControlAnswer {
+            responder.answer(NodeControlRequest(command: "clip", line: ControlEnvelope(ClipSave(path: path).request).line))
+        }
         let dir = TestSupport.scratch()
 
         try clips.tick(at: 6.0)
-        let saved = responder.control(["action": "save", "path": dir + "/before.mp4"])
-        XCTAssertEqual(saved["ok"] as? Bool, true, "\(saved)")
+        guard case .done(let saved) = save(dir + "/before.mp4") else { return XCTFail("the first clip was refused") }
         // The window (2 s) plus the rest of the GOP it starts in: 2 to 3 s of 10 fps.
-        let kept = try XCTUnwrap(saved["packets"] as? Int)
+        let kept = try XCTUnwrap(saved as? ClipSaved).packets
         XCTAssertTrue((20...30).contains(kept), "\(kept) packets")
         let probed = try TestSupport.shell(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
                                             "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", dir + "/before.mp4"])
@@ -69,11 +71,11 @@ final class BudgetTests: XCTestCase {
 
         // 1.5 s later, no packet: the window still reaches back into what is held.
         try clips.tick(at: 7.5)
-        XCTAssertEqual(responder.control(["action": "save", "path": dir + "/during.mp4"])["ok"] as? Bool, true)
+        guard case .done = save(dir + "/during.mp4") else { return XCTFail("the clip during the window was refused") }
         // More than a window after the last packet: nothing is held any more.
         try clips.tick(at: 8.5)
-        let after = responder.control(["action": "save", "path": dir + "/after.mp4"])
-        XCTAssertEqual(after["ok"] as? Bool, false, "\(after)")
+        guard case .refused(let why) = save(dir + "/after.mp4") else { return XCTFail("a clip of nothing was written") }
+        XCTAssertTrue(why.hasSuffix("held yet"), why)
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/after.mp4"))
     }
 }

@@ -157,9 +157,7 @@ final class IngestFramingTests: XCTestCase {
     }
 
     private static func emittedPictures(_ run: PipelineRun) -> Int {
-        let stats = run.statsSnapshot()
-        let phone = (stats["nodes"] as? [[String: Any]])?.first { $0["node"] as? String == "phone" }
-        return (phone?["emitted"] as? [Int])?.first ?? 0
+        run.stats().nodes.first { $0.node == "phone" }?.emitted?.first ?? 0
     }
 
     final class Lines: @unchecked Sendable {

@@ -448,8 +448,7 @@ private struct Pass {
                 if pad.kinds.isDisjoint(with: outKinds) {
                     let gives = MediaKind.allCases.filter { outKinds.contains($0) }.map(\.rawValue).joined(separator: " or ")
                     var hint: String?
-                    if type.outputs.isEmpty && outKinds.contains(.rawVideo) { hint = "encode it first: add a node like {type: h264, in: \(r.ref)}" }
-                    if type.outputs.isEmpty && outKinds.contains(.rawAudio) { hint = "encode it first: add a node like {type: aac, in: \(r.ref)}" }
+                    if type.outputs.isEmpty, let e = registry.converter(from: outKinds, to: pad.kinds) { hint = "encode it first: add a node like {type: \(e), in: \(r.ref)}" }
                     error(r.at, "media kind mismatch: input '\(pad.name)' of '\(node.name)' (\(type.typeName)) takes \(pad.kindsText), but '\(r.ref)' gives \(gives)", hint: hint)
                     continue
                 }
@@ -603,7 +602,7 @@ private struct Pass {
             guard let type = node.type as? any HoldsMemory.Type else { continue }
             let bitrates = node.inputs.map { c -> Int? in
                 guard let up = index[c.from].map({ result.nodes[$0] }) else { return nil }
-                return up.options.int("maxrate") ?? up.options.int("bitrate")
+                return (up.type as? any DeclaresBitrate.Type)?.bitrateCeiling(up.options)
             }
             let inputs = node.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, fromPad: $0.fromPad, format: $0.format ?? StreamFormat(kind: .rawVideo)) }
             let n = Negotiation(nodeName: node.name, options: node.options, inputs: inputs, baseDirectory: result.baseDirectory, realtime: realtime)

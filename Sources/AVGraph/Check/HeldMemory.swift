@@ -5,7 +5,7 @@
 public protocol HoldsMemory: Node {
     /// At most how many bytes the node holds given `n`, what they are (for the warning), and the
     /// option that sets them; nil when it cannot be told. `inputBitrates[i]` is what input `i`'s
-    /// upstream node declares (its `maxrate` or `bitrate` option, bits per second), nil if nothing.
+    /// upstream node declares (`DeclaresBitrate`: an encoder's ceiling, bits per second), nil if nothing.
     static func heldBytes(_ n: Negotiation, inputBitrates: [Int?]) -> HeldMemory?
 }
 

@@ -1,24 +1,65 @@
 import Foundation
 
-/// The graph of a checked pipeline as plain data (JSON-ready): nodes with their type, origin and
-/// the options the file sets, edges with the negotiated format. `check --format json|dot` print
-/// it; a running pipeline adds live figures to each edge (`ctl NAME graph`).
+/// The graph of a pipeline as data: nodes with their type, role, origin and the options the
+/// file sets, edges with the negotiated format and, from a running pipeline, live figures.
+/// `check --format json|dot` print it; `ctl NAME graph` gets it with the live figures.
+public struct PipelineGraph: Codable, Sendable, Equatable {
+    public struct Node: Codable, Sendable, Equatable {
+        public var name: String
+        public var type: String
+        /// `source`, `filter` or `sink`.
+        public var role: String
+        /// The options the file sets, as written (a URL's secrets masked).
+        public var options: [String: String]
+        /// The plugin file that brought the type; nil for a built-in one.
+        public var plugin: String?
+    }
+
+    public struct Link: Codable, Sendable, Equatable {
+        public var from: String
+        public var fromPad: String
+        public var to: String
+        public var toPad: String
+        public var kind: String?
+        public var format: String?
+        /// Live: buffers a second over the last few stats intervals.
+        public var rate: Double?
+        /// Live: the consumer's queue for this edge.
+        public var queue: Int?
+        public var capacity: Int?
+        public var dropped: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case from, to, kind, format, rate, queue, capacity, dropped
+            case fromPad = "from_pad", toPad = "to_pad"
+        }
+    }
+
+    public var pipeline: String
+    public var nodes: [Node]
+    public var edges: [Link]
+    /// Live: the run's media time.
+    public var mediaTime: Double?
+
+    enum CodingKeys: String, CodingKey {
+        case pipeline, nodes, edges
+        case mediaTime = "media_time"
+    }
+}
+
 extension CheckedPipeline {
-    public var graphJSON: [String: Any] {
-        var nodeList: [[String: Any]] = []
-        for n in nodes {
+    public var graph: PipelineGraph {
+        let list = nodes.map { n in
             var options: [String: String] = [:]
             for (name, _) in n.optionLocations {
                 guard let v = n.options[name], let spec = n.type.option(name) else { continue }
                 // A URL shown here is a stream key shown: `check --format dot`, `ctl NAME graph`.
                 options[name] = Redaction.text(v.shown(as: spec.type))
             }
-            var o: [String: Any] = ["name": n.name, "type": n.type.typeName, "role": n.type.isSource ? "source" : n.type.isSink ? "sink" : "filter",
-                                    "options": options]
-            if n.origin != "built-in" { o["plugin"] = n.origin }
-            nodeList.append(o)
+            return PipelineGraph.Node(name: n.name, type: n.type.typeName, role: n.type.isSource ? "source" : n.type.isSink ? "sink" : "filter",
+                                      options: options, plugin: n.origin != "built-in" ? n.origin : nil)
         }
-        return ["pipeline": settings.name, "nodes": nodeList, "edges": edges.map(\.json)]
+        return PipelineGraph(pipeline: settings.name, nodes: list, edges: edges.map(\.link))
     }
 
     /// Every connection, in the order of the consumers' inputs (a node's lanes).
@@ -40,13 +81,8 @@ extension CheckedPipeline {
         public var lane: Int
         public var format: StreamFormat?
 
-        public var json: [String: Any] {
-            var o: [String: Any] = ["from": from, "from_pad": fromPad, "to": to, "to_pad": toPad]
-            if let format {
-                o["kind"] = format.kind.rawValue
-                o["format"] = format.label
-            }
-            return o
+        public var link: PipelineGraph.Link {
+            PipelineGraph.Link(from: from, fromPad: fromPad, to: to, toPad: toPad, kind: format?.kind.rawValue, format: format?.label)
         }
     }
 }

@@ -164,9 +164,3 @@ extension Node {
     public static var isSink: Bool { outputs.isEmpty }
     public static func option(_ name: String) -> OptionSpec? { options.first { $0.name == name } }
 }
-
-/// A node that answers control-socket commands itself (called from the control thread:
-/// it must synchronise with its own processing thread).
-public protocol ControlResponder: AnyObject {
-    func control(_ request: [String: Any]) -> [String: Any]
-}

@@ -34,14 +34,20 @@ public struct Diagnostic: Sendable, Error, CustomStringConvertible {
         if let hint { s += "\n\(location): note: \(hint)" }
         return s
     }
+}
 
-    public var json: [String: Any] {
-        var o: [String: Any] = [
-            "file": location.file, "line": location.line, "column": location.column,
-            "severity": severity.rawValue, "message": message,
-        ]
-        if let hint { o["hint"] = hint }
-        return o
+/// `check --format json`'s shape: file, line, column, severity, message, hint.
+extension Diagnostic: Encodable {
+    enum Key: String, CodingKey { case file, line, column, severity, message, hint }
+
+    public func encode(to encoder: any Swift.Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(location.file, forKey: .file)
+        try c.encode(location.line, forKey: .line)
+        try c.encode(location.column, forKey: .column)
+        try c.encode(severity.rawValue, forKey: .severity)
+        try c.encode(message, forKey: .message)
+        try c.encodeIfPresent(hint, forKey: .hint)
     }
 }
 

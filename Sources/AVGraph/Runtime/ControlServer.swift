@@ -121,10 +121,8 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func refuse(_ fd: Int32, _ message: String) {
-        if let data = try? JSONSerialization.data(withJSONObject: ["ok": false, "error": message], options: [.sortedKeys]) {
-            let bytes = Array(data) + [10]
-            _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-        }
+        let bytes = ControlReply.refused(message).line + [10]
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         Glibc.close(fd)
     }
 
@@ -140,7 +138,7 @@ public final class ControlServer: @unchecked Sendable {
             for b in chunk[0..<n] {
                 if b == 10 {
                     if discarding {
-                        reply(client, ["ok": false, "error": "line longer than \(Self.maxLine) bytes"])
+                        reply(client, ControlReply.refused("line longer than \(Self.maxLine) bytes").line)
                         discarding = false
                     } else {
                         handle(line: buffer, client)
@@ -164,10 +162,9 @@ public final class ControlServer: @unchecked Sendable {
         lock.unlock()
     }
 
-    private func reply(_ client: Client, _ object: [String: Any]) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+    private func reply(_ client: Client, _ line: [UInt8]) {
         lock.lock()
-        enqueue(Array(data) + [10], client)
+        enqueue(line + [10], client)
         let rest = !client.blocked && !flush(client)
         if rest { client.blocked = true }
         lock.unlock()
@@ -263,9 +260,9 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func handle(line: [UInt8], _ client: Client) {
+        if line.allSatisfy({ $0 == 32 || $0 == 13 || $0 == 9 }) { return }
         var watch = false
-        guard let answer = ControlCommands.answer(line: line, run: run, startWatching: { watch = true }) else { return }
-        reply(client, answer)
+        reply(client, run.answer(controlLine: line) { watch = true })
         if watch {
             // After the reply is queued, so `watching: true` comes before the first event.
             lock.lock()

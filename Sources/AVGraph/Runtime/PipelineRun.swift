@@ -87,7 +87,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         do {
             for n in pipeline.nodes {
                 var durationLimit = duration
-                if let own = n.options.duration("duration"), own > 0 { durationLimit = min(durationLimit ?? own, own) }
+                if let own = (n.type as? any EndsByItself.Type)?.mediaDuration(n.options), own > 0 { durationLimit = min(durationLimit ?? own, own) }
                 var setup = NodeSetup(
                     name: n.name, options: n.options,
                     inputs: n.inputs.map { Negotiation.Input(pad: $0.pad, from: $0.from, fromPad: $0.fromPad, format: $0.format!) },
@@ -367,26 +367,9 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         return currentOptions[node]?[option] ?? pipeline.node(node)?.options[option]
     }
 
-    /// Nodes that answer control commands of their own (the `clips` sink answers `clip save`).
-    public func clipCommand(_ req: [String: Any]) -> [String: Any] {
-        guard let r = runners.first(where: { $0.node is ControlResponder }), let responder = r.node as? ControlResponder else {
-            return ["ok": false, "error": "this pipeline has no clips node"]
-        }
-        return responder.control(req)
-    }
-
     /// What each sink received so far.
     public var sinkSummaries: [Event.SinkSummary] {
         runners.filter { !$0.isSource && !$0.outlet.hasOutputs }.map { $0.tally.summary(node: $0.name) }
-    }
-
-    /// The `stats` snapshot as Foundation JSON, with `wall` (the control socket's `stats` reply).
-    public func statsSnapshot() -> [String: Any] {
-        let encoder = JSONEncoder()
-        guard let data = try? encoder.encode(stats()),
-              var o = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return [:] }
-        o["wall"] = clock
-        return o
     }
 
     public func stats() -> Event.Stats {

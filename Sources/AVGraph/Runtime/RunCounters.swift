@@ -53,23 +53,23 @@ extension PipelineRun {
         }
     }
 
-    /// The checked graph (`CheckedPipeline.graphJSON`) with live figures on each edge: buffers a
+    /// The checked graph (`CheckedPipeline.graph`) with live figures on each edge: buffers a
     /// second over the last few stats intervals, queue depth and capacity, drops.
-    public func graphSnapshot() -> [String: Any] {
-        var graph = pipeline.graphJSON
+    public func graphSnapshot() -> PipelineGraph {
+        var graph = pipeline.graph
         let counters = Dictionary(uniqueKeysWithValues: counters().map { ($0.name, $0) })
         let rate = rates.perSecond()
-        graph["edges"] = pipeline.edges.map { e -> [String: Any] in
-            var o = e.json
+        graph.edges = zip(pipeline.edges, graph.edges).map { e, link in
+            var link = link
             if let c = counters[e.to], e.lane < c.inputs.count {
-                o["queue"] = c.inputs[e.lane].depth
-                o["capacity"] = c.inputs[e.lane].capacity
-                o["dropped"] = c.inputs[e.lane].dropped
+                link.queue = c.inputs[e.lane].depth
+                link.capacity = c.inputs[e.lane].capacity
+                link.dropped = c.inputs[e.lane].dropped
             }
-            if let r = rate[e.from], e.fromOutput < r.count { o["rate"] = (r[e.fromOutput] * 10).rounded() / 10 }
-            return o
+            if let r = rate[e.from], e.fromOutput < r.count { link.rate = (r[e.fromOutput] * 10).rounded() / 10 }
+            return link
         }
-        graph["media_time"] = stats().mediaTime
+        graph.mediaTime = stats().mediaTime
         return graph
     }
 }

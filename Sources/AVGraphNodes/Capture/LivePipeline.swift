@@ -95,7 +95,15 @@ public final class LivePipeline: @unchecked Sendable {
 
     /// Seconds on the pipeline clock.
     public var clock: Double { run.mediaClock }
-    public func stats() -> [String: Any] { run.statsSnapshot() }
+    /// The figures of the `stats` event, now.
+    public func stats() -> Event.Stats { run.stats() }
+
+    /// Asks what `avgraph ctl` asks, answered as the control socket answers it: `reply` is the
+    /// body type of the command (`OptionReply` for set/get, `StatsReply`, `PipelineGraph`,
+    /// `EmptyReply`, a node's own like `ClipSaved`).
+    public func control<Reply: Decodable>(_ request: ControlRequest, reply: Reply.Type) throws -> ControlAnswer<Reply> {
+        try ControlAnswer<Reply>.decode(line: Data(run.answer(controlLine: Array(ControlEnvelope(request).line))))
+    }
 }
 
 /// Pushes media into one `app` source. Every push copies the buffer once into a pooled frame

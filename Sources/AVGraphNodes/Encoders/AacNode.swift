@@ -107,3 +107,7 @@ public final class AacNode: Node, @unchecked Sendable {
         for packet in try encoder.encode(nil) { out.emit(packet) }
     }
 }
+
+extension AacNode: DeclaresBitrate {
+    public static func bitrateCeiling(_ options: OptionValues) -> Int? { options[bitrate] }
+}

@@ -278,3 +278,8 @@ public final class H264Node: Node, @unchecked Sendable {
         }
     }
 }
+
+extension H264Node: DeclaresBitrate {
+    /// The VBV peak when given, else the average bitrate (with crf a guess: the stream is not capped).
+    public static func bitrateCeiling(_ options: OptionValues) -> Int? { options[maxrate] ?? options[bitrate] }
+}

@@ -5,7 +5,7 @@ import Foundation
 /// `avgraph ctl PIPELINE clip save PATH` writes that window as an MP4 that starts on a
 /// keyframe. Saving happens on the control thread from references to the held packets, so
 /// the pipeline runs on undisturbed while the file is written.
-public final class ClipsNode: Node, ControlResponder, HoldsMemory, @unchecked Sendable {
+public final class ClipsNode: Node, AnswersControl, HoldsMemory, @unchecked Sendable {
     public static let typeName = "clips"
     public static let summary = "keep the last seconds of encoded media in memory; write them as an MP4 on request"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true, doc: "encoded streams to keep")]
@@ -105,22 +105,28 @@ public final class ClipsNode: Node, ControlResponder, HoldsMemory, @unchecked Se
         out.account(heldBytes: delta)
     }
 
-    public func control(_ request: [String: Any]) -> [String: Any] {
-        guard request["action"] as? String == "save", let path = request["path"] as? String else {
-            return ["ok": false, "error": "clip takes action 'save' and a 'path'"]
+    public static let controlCommands = [ClipSave.command]
+
+    public func answer(_ request: NodeControlRequest) -> NodeControlAnswer {
+        guard let save = try? request.decode(ClipSave.self), save.action == ClipSave.action else {
+            return .refused("clip takes action 'save' and a 'path'")
         }
+        return write(to: save.path)
+    }
+
+    private func write(to path: String) -> NodeControlAnswer {
         lock.lock()
         var snapshot = held.map { $0.map { $0.ref() } }
         lock.unlock()
         // Start on the first keyframe of the (first) video stream; audio from the same time.
         var start = snapshot.flatMap { $0 }.map(\.time).min() ?? 0
         if let v = hasVideo.firstIndex(of: true) {
-            guard let key = snapshot[v].first(where: \.isKeyframe) else { return ["ok": false, "error": "no keyframe held yet"] }
+            guard let key = snapshot[v].first(where: \.isKeyframe) else { return .refused("no keyframe held yet") }
             start = key.time
             snapshot[v] = Array(snapshot[v].drop { $0 !== key })
         }
         for i in snapshot.indices where !hasVideo[i] { snapshot[i] = snapshot[i].filter { $0.time >= start } }
-        guard snapshot.contains(where: { !$0.isEmpty }) else { return ["ok": false, "error": "nothing held yet"] }
+        guard snapshot.contains(where: { !$0.isEmpty }) else { return .refused("nothing held yet") }
         do {
             let tmp = path + ".part"
             let muxer = try Muxer(path: tmp, format: "mp4")
@@ -151,10 +157,31 @@ public final class ClipsNode: Node, ControlResponder, HoldsMemory, @unchecked Se
             try muxer.finish()
             if rename(tmp, path) != 0 { throw MediaError("cannot move the clip to \(path)") }
             let seconds = Double((snapshot.flatMap { $0 }.map(\.time).max() ?? start) - start) / 1e6
-            return ["ok": true, "path": path, "packets": written, "seconds": seconds]
+            return .done(ClipSaved(path: path, packets: written, seconds: seconds))
         } catch {
             try? FileManager.default.removeItem(atPath: path + ".part")
-            return ["ok": false, "error": "clip save: \(error)"]
+            return .refused("clip save: \(error)")
         }
     }
+}
+
+/// `{"cmd": "clip", "action": "save", "path": "/abs/clip.mp4"}`: write what a `clips` node holds.
+public struct ClipSave: Codable, Sendable, Equatable {
+    public static let command = "clip"
+    public static let action = "save"
+    public var cmd = ClipSave.command
+    public var action = ClipSave.action
+    public var path: String
+
+    public init(path: String) { self.path = path }
+
+    /// The request as `ctl` and the Swift API send it.
+    public var request: ControlRequest { .node(command: cmd, fields: ["action": .string(action), "path": .string(path)]) }
+}
+
+/// The reply to `clip save`: the file written, its packets and seconds of media.
+public struct ClipSaved: ControlReplyBody, Equatable {
+    public var path: String
+    public var packets: Int
+    public var seconds: Double
 }

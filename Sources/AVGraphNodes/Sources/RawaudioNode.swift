@@ -83,3 +83,7 @@ public final class RawaudioNode: Node, @unchecked Sendable {
         return true
     }
 }
+
+extension RawaudioNode: EndsByItself {
+    public static func mediaDuration(_ options: OptionValues) -> Double? { options[duration] }
+}

@@ -216,3 +216,7 @@ final class MappedFile: @unchecked Sendable {
         if hi > lo { madvise(UnsafeMutableRawPointer(bitPattern: lo), hi - lo, MADV_DONTNEED) }
     }
 }
+
+extension RawvideoNode: EndsByItself {
+    public static func mediaDuration(_ options: OptionValues) -> Double? { options[duration] }
+}

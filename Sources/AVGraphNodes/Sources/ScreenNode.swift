@@ -98,3 +98,7 @@ final class ScreenNode: Node, LiveSource, @unchecked Sendable {
         return !out.reachedEnd
     }
 }
+
+extension ScreenNode: EndsByItself {
+    public static func mediaDuration(_ options: OptionValues) -> Double? { options[duration] }
+}

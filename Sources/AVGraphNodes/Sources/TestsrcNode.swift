@@ -153,3 +153,7 @@ private struct Screen {
         }
     }
 }
+
+extension TestsrcNode: EndsByItself {
+    public static func mediaDuration(_ options: OptionValues) -> Double? { options[duration] }
+}

@@ -119,3 +119,7 @@ public final class ToneNode: Node, @unchecked Sendable {
         wire.ingest(data, byteCount: n * channels * wire.bytesPerSample)
     }
 }
+
+extension ToneNode: EndsByItself {
+    public static func mediaDuration(_ options: OptionValues) -> Double? { options[duration] }
+}

@@ -1,0 +1,46 @@
+import Foundation
+
+/// A JSON document in its own type, written as Swift literals (`["type": "integer", "minimum": 1]`):
+/// how `inspect --schema` builds the `.pipe` schema. Encodes as the JSON it spells.
+indirect enum JSONValue: Encodable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {
+    case null
+    case bool(Bool)
+    case int(Int)
+    case number(Double)
+    case string(String)
+    case list([JSONValue])
+    case object([String: JSONValue])
+
+    init(stringLiteral value: String) { self = .string(value) }
+    init(integerLiteral value: Int) { self = .int(value) }
+    init(floatLiteral value: Double) { self = .number(value) }
+    init(booleanLiteral value: Bool) { self = .bool(value) }
+    init(arrayLiteral elements: JSONValue...) { self = .list(elements) }
+    init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last })) }
+
+    static func strings(_ list: [String]) -> JSONValue { .list(list.map(JSONValue.string)) }
+
+    /// A member of an object (nil for anything else); setting one on a non-object does nothing.
+    subscript(key: String) -> JSONValue? {
+        get { if case .object(let o) = self { o[key] } else { nil } }
+        set {
+            guard case .object(var o) = self else { return }
+            o[key] = newValue
+            self = .object(o)
+        }
+    }
+
+    func encode(to encoder: any Swift.Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .null: try c.encodeNil()
+        case .bool(let b): try c.encode(b)
+        case .int(let i): try c.encode(i)
+        case .number(let d): try c.encode(d)
+        case .string(let s): try c.encode(s)
+        case .list(let l): try c.encode(l)
+        case .object(let o): try c.encode(o)
+        }
+    }
+}
