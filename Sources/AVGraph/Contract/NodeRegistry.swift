@@ -11,15 +11,18 @@ public final class NodeRegistry: @unchecked Sendable {
 
     public enum RegistrationError: Error, CustomStringConvertible {
         case duplicate(String, first: String)
+        case role(String, String)
         public var description: String {
             switch self {
             case .duplicate(let t, let first): return "node type '\(t)' is already registered by \(first)"
+            case .role(let t, let problem): return "node type '\(t)' \(problem)"
             }
         }
     }
 
     public func register(_ type: any Node.Type, origin: String = "built-in") throws {
         let name = type.typeName
+        if let problem = Self.roleProblem(type) { throw RegistrationError.role(name, problem) }
         if let existing = variants[name] {
             // A second role is welcome only if it is the other role (source vs. consumer) from the same origin.
             let clash = existing.contains { $0.inputs.isEmpty == type.inputs.isEmpty } || origins[name] != origin
@@ -29,6 +32,19 @@ public final class NodeRegistry: @unchecked Sendable {
         }
         variants[name] = [type]
         origins[name] = origin
+    }
+
+    /// Why the type's pads do not fit its role, or nil when they do.
+    static func roleProblem(_ type: any Node.Type) -> String? {
+        switch type.role {
+        case .none: return "derives from none of Source, Filter and Sink"
+        case .source where !type.inputs.isEmpty: return "is a Source but declares inputs"
+        case .source where type.outputs.isEmpty: return "is a Source but declares no outputs"
+        case .filter where type.inputs.isEmpty || type.outputs.isEmpty: return "is a Filter but lacks inputs or outputs (a Source has no inputs, a Sink no outputs)"
+        case .sink where type.inputs.isEmpty: return "is a Sink but declares no inputs"
+        case .sink where !type.outputs.isEmpty: return "is a Sink but declares outputs (a Filter emits)"
+        default: return nil
+        }
     }
 
     /// The type for a node that has inputs (`in:`) or not.
