@@ -25,7 +25,7 @@ import Foundation
         realtime = setup.realtime
         duration = setup.duration
         events = EventLog(output: .none)
-        node = try type.init(setup)
+        node = try type.built(setup)
         collectors = setup.outputs.map { Inbox(lanes: [Inbox.Lane(capacity: Int.max, policy: .block, kind: $0.kind)], memory: memory) }
         outlet = Outlet(nodeName: setup.name, targets: collectors.map { [Outlet.Target(inbox: $0, lane: 0)] }, run: self,
                         isSource: type.role == .source)

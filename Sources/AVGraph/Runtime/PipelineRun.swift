@@ -116,7 +116,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                 let node: any Node
                 FFmpegLog.tag(node: n.name)
                 defer { FFmpegLog.tag(node: nil) }
-                do { node = try n.type.init(setup) } catch {
+                do { node = try n.type.built(setup) } catch {
                     throw Failure(node: n.name, message: "\(error)")
                 }
                 built.append(NodeRunner(name: n.name, node: node, inbox: Inbox(lanes: lanes, memory: memory),
