@@ -55,7 +55,7 @@ enum PipeSchema {
     /// while avgraph reads the word.
     static func spellings(_ name: String) -> [Any] { name == "null" ? [name, NSNull()] : [name] }
 
-    static func key(_ t: any Node.Type) -> String { "type-\(t.typeName)-\(t.isSource ? "source" : t.isSink ? "sink" : "filter")" }
+    static func key(_ t: any Node.Type) -> String { "type-\(t.typeName)-\(t.role.rawValue)" }
     static func ref(_ name: String) -> [String: Any] { ["$ref": "#/definitions/\(name)"] }
 
     static func with(_ schema: [String: Any], _ doc: String) -> [String: Any] {
@@ -65,7 +65,7 @@ enum PipeSchema {
     }
 
     static func typeSchema(_ t: any Node.Type, origin: String) -> [String: Any] {
-        let role = t.isSource ? "source" : t.isSink ? "sink" : "filter"
+        let role = t.role.rawValue
         var properties: [String: Any] = [
             "type": ["enum": spellings(t.typeName), "description": t.summary + (origin == "built-in" ? "" : " [plugin \(origin)]")],
         ]

@@ -13,7 +13,7 @@ extension CheckedPipeline {
                 // A URL shown here is a stream key shown: `check --format dot`, `ctl NAME graph`.
                 options[name] = Redaction.text(v.shown(as: spec.type))
             }
-            var o: [String: Any] = ["name": n.name, "type": n.type.typeName, "role": n.type.isSource ? "source" : n.type.isSink ? "sink" : "filter",
+            var o: [String: Any] = ["name": n.name, "type": n.type.typeName, "role": n.type.role.rawValue,
                                     "options": options]
             if n.origin != "built-in" { o["plugin"] = n.origin }
             nodeList.append(o)

@@ -1,7 +1,7 @@
 /// The node types a pipeline can use: the built-ins plus any loaded from plugins.
 ///
 /// One type name may have two roles, as `file` does: a source (no `in:`)
-/// and a sink (with `in:`). The checker picks the role from whether the node has inputs.
+/// and a sink (with `in:`). The checker picks the variant from whether the node has inputs.
 public final class NodeRegistry: @unchecked Sendable {
     public private(set) var variants: [String: [any Node.Type]] = [:]
     /// Where each type came from (`built-in` or a plugin file).
@@ -25,7 +25,7 @@ public final class NodeRegistry: @unchecked Sendable {
         if let problem = Self.roleProblem(type) { throw RegistrationError.role(name, problem) }
         if let existing = variants[name] {
             // A second role is welcome only if it is the other role (source vs. consumer) from the same origin.
-            let clash = existing.contains { $0.inputs.isEmpty == type.inputs.isEmpty } || origins[name] != origin
+            let clash = existing.contains { ($0.role == .source) == (type.role == .source) } || origins[name] != origin
             if clash { throw RegistrationError.duplicate(name, first: origins[name] ?? "?") }
             variants[name]!.append(type)
             return
@@ -50,7 +50,7 @@ public final class NodeRegistry: @unchecked Sendable {
     /// The type for a node that has inputs (`in:`) or not.
     public func resolve(_ name: String, hasInputs: Bool) -> (any Node.Type)? {
         guard let v = variants[name] else { return nil }
-        return v.first { $0.inputs.isEmpty != hasInputs } ?? v.first
+        return v.first { ($0.role != .source) == hasInputs } ?? v.first
     }
 
     /// A registry of its own with the same types and origins (a `.pipe`'s plugins go into a copy).
