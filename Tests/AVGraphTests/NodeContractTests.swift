@@ -64,6 +64,18 @@ final class SourceWithInputs: Source, Node, @unchecked Sendable {
     init(_ setup: NodeSetup) throws {}
 }
 
+/// A sink whose `receive` is misspelled without `override`: it compiles as a plain method, and the
+/// role's own `receive` refuses the first buffer by name instead of dropping it silently.
+final class DeafSink: Sink, Node, @unchecked Sendable {
+    static let typeName = "deaf"
+    static let summary = ""
+    static let inputs = [PadSpec("in", [.rawVideo])]
+    static let options: [OptionSpec] = []
+    static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { [] }
+    init(_ setup: NodeSetup) throws {}
+    func recieve(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {}
+}
+
 final class NodeContractTests: XCTestCase {
     let video = StreamFormat.video(width: 64, height: 48, pixelFormat: "yuv420p", frameRate: Rational(25, 1))
 
@@ -81,6 +93,13 @@ final class NodeContractTests: XCTestCase {
         for t in BuiltinNodes.all {
             let expected: NodeRole = t.inputs.isEmpty ? .source : t.outputs.isEmpty ? .sink : .filter
             XCTAssertEqual(t.role, expected, t.typeName)
+        }
+    }
+
+    func testASinkThatNeverOverridesReceiveFailsAtItsFirstBuffer() throws {
+        let h = try NodeHarness(DeafSink.self, inputs: [video])
+        XCTAssertThrowsError(try h.feed(TestMedia.videoFrame(width: 64, height: 48))) {
+            XCTAssertTrue("\($0)".contains("DeafSink does not override receive(_:input:_:)"), "\($0)")
         }
     }
 
