@@ -110,6 +110,9 @@ final class NodeContractTests: XCTestCase {
         XCTAssertThrowsError(try NodeHarness(ForgetsInNegotiateNode.self, inputs: [video])) {
             XCTAssertTrue("\($0)".contains("'forgets-in-negotiate' reads option 'width'"), "\($0)")
         }
+        let feed = ConformanceCase.Feed(format: video, name: "camera", buffers: try Conformance.rawVideo(video))
+        let problems = Conformance.verify(ConformanceCase(ForgetfulNode.self, inputs: [feed]))
+        XCTAssertTrue(problems.contains { $0.contains("reads option 'strength'") }, problems.joined(separator: "\n"))
         // Reads of listed settings are welcome (ConformanceTests builds every built-in type this way).
         XCTAssertNoThrow(try NodeHarness(registry()["resize"]!, options: "size: 32x24", inputs: [video]))
     }
