@@ -38,7 +38,7 @@ struct InspectCommand: ParsableCommand {
             let width = registry.names.map(\.count).max() ?? 8
             for name in registry.names {
                 for t in registry.variants[name] ?? [] {
-                    let role = t.inputs.isEmpty ? "source" : t.outputs.isEmpty ? "sink" : "filter"
+                    let role = t.role.rawValue
                     let pad = name.padding(toLength: width + 2, withPad: " ", startingAt: 0)
                     let origin = registry.origins[name].flatMap { $0 == "built-in" ? nil : " [plugin \($0)]" } ?? ""
                     print("\(pad)\(role.padding(toLength: 8, withPad: " ", startingAt: 0))\(t.summary)\(origin)")
@@ -58,7 +58,7 @@ struct InspectCommand: ParsableCommand {
     }
 
     func describe(_ t: any Node.Type, origin: String, roles: Int) {
-        let role = t.inputs.isEmpty ? "source" : t.outputs.isEmpty ? "sink" : "filter"
+        let role = t.role.rawValue
         print("\(t.typeName) (\(role)\(roles > 1 ? ", used as a \(role) when it \(t.inputs.isEmpty ? "has no" : "has an") 'in:'" : "")) — \(t.summary)")
         print("from: \(origin)")
         print("\nInputs:")

@@ -39,7 +39,7 @@ enum NodeReference {
         return out
     }
 
-    static func role(_ t: any Node.Type) -> String { t.inputs.isEmpty ? "source" : t.outputs.isEmpty ? "sink" : "filter" }
+    static func role(_ t: any Node.Type) -> String { t.role.rawValue }
 
     static func anchor(_ name: String, _ t: any Node.Type) -> String { "\(name)-\(role(t))" }
 

@@ -55,7 +55,7 @@ enum PipeSchema {
     /// while avgraph reads the word.
     static func spellings(_ name: String) -> [JSONValue] { name == "null" ? [.string(name), .null] : [.string(name)] }
 
-    static func key(_ t: any Node.Type) -> String { "type-\(t.typeName)-\(t.isSource ? "source" : t.isSink ? "sink" : "filter")" }
+    static func key(_ t: any Node.Type) -> String { "type-\(t.typeName)-\(t.role.rawValue)" }
     static func ref(_ name: String) -> JSONValue { ["$ref": .string("#/definitions/\(name)")] }
 
     static func with(_ schema: JSONValue, _ doc: String) -> JSONValue {
@@ -65,7 +65,7 @@ enum PipeSchema {
     }
 
     static func typeSchema(_ t: any Node.Type, origin: String) -> JSONValue {
-        let role = t.isSource ? "source" : t.isSink ? "sink" : "filter"
+        let role = t.role.rawValue
         var properties: [String: JSONValue] = [
             "type": ["enum": .list(spellings(t.typeName)), "description": .string(t.summary + (origin == "built-in" ? "" : " [plugin \(origin)]"))],
         ]

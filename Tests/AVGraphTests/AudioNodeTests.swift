@@ -6,7 +6,7 @@ import Foundation
 import XCTest
 
 /// Test-only sink: keeps every buffer it receives, per input, for assertions on real samples.
-final class AudioCollectSink: Node, @unchecked Sendable {
+final class AudioCollectSink: Sink, Node, @unchecked Sendable {
     static let typeName = "collect"
     static let summary = "keeps what it receives (tests)"
     static let inputs = [PadSpec("in", Set(MediaKind.allCases), variadic: true)]
@@ -29,7 +29,7 @@ final class AudioCollectSink: Node, @unchecked Sendable {
         Self.store.lock.unlock()
     }
 
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { Self.store.append(buffer, node: name, input: input) }
+    override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { Self.store.append(buffer, node: name, input: input) }
 }
 
 final class EventBox: @unchecked Sendable {

@@ -122,7 +122,7 @@ final class ConformanceTests: XCTestCase {
 
 /// Emits each picture's frames in reverse order at the end, and nothing while dripped: out of order, and
 /// a different count when dripped (it drops what arrives after a tick); refuses its live option.
-final class BackwardsNode: Node, @unchecked Sendable {
+final class BackwardsNode: Filter, Node, @unchecked Sendable {
     static let typeName = "backwards"
     static let summary = "a broken filter for the verifier's own test"
     static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures")]
@@ -132,12 +132,12 @@ final class BackwardsNode: Node, @unchecked Sendable {
     private var held: [Frame] = []
     private var ticked = false
     init(_ setup: NodeSetup) throws {}
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         if !ticked, let f = buffer.frame { held.append(f) }
     }
-    func tick(_ out: Outlet) throws { ticked = true }
-    func set(option: String, to value: OptionValue) throws { throw MediaError("cannot flip now") }
-    func finish(_ out: Outlet) throws { for f in held.reversed() { out.emit(f) } }
+    override func tick(_ out: Outlet) throws { ticked = true }
+    override func set(option: String, to value: OptionValue) throws { throw MediaError("cannot flip now") }
+    override func finish(_ out: Outlet) throws { for f in held.reversed() { out.emit(f) } }
 }
 
 /// A private X server for the `screen` source, on a display number Xvfb picks itself.

@@ -6,7 +6,7 @@ import XCTest
 
 /// Test-only source: the audio packets of a file, as an encoder would emit them (there is no aac
 /// node in this branch). `codec` pretends another codec, for format checks that never run.
-final class EncodedAudioSource: Node, @unchecked Sendable {
+final class EncodedAudioSource: Source, Node, @unchecked Sendable {
     static let typeName = "test-encoded-audio"
     static let summary = "test: demuxed audio packets"
     static let outputs = [PadSpec("audio", [.encodedAudio])]
@@ -39,7 +39,7 @@ final class EncodedAudioSource: Node, @unchecked Sendable {
         stream = EncodedStream(copying: st.pointee.codecpar, timeBase: Rational(st.pointee.time_base), kind: .encodedAudio)
     }
 
-    func produce(_ out: Outlet) throws -> Bool {
+    override func produce(_ out: Outlet) throws -> Bool {
         while try demuxer.read(into: packet) {
             if Int(packet.pointee.stream_index) == index {
                 if let failAfter, sent >= failAfter { throw MediaError("test failure") }
@@ -53,7 +53,7 @@ final class EncodedAudioSource: Node, @unchecked Sendable {
 }
 
 /// Test-only sink that keeps the orientation tag of every frame it gets.
-final class OrientationRecorder: Node, @unchecked Sendable {
+final class OrientationRecorder: Sink, Node, @unchecked Sendable {
     static let typeName = "test-orientations"
     static let summary = "test: records frame orientations"
     static let inputs = [PadSpec("in", [.rawVideo])]
@@ -61,13 +61,13 @@ final class OrientationRecorder: Node, @unchecked Sendable {
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { [] }
     static let seen = LockedLines()
     init(_ setup: NodeSetup) throws {}
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         if let f = buffer.frame { Self.seen.append(f.orientation.rawValue) }
     }
 }
 
 /// Test-only source whose picture size changes while running (as a turning screen's does).
-final class VaryingSizeSource: Node, @unchecked Sendable {
+final class VaryingSizeSource: Source, Node, @unchecked Sendable {
     static let typeName = "test-varying"
     static let summary = "test: a video source whose size varies"
     static let outputs = [PadSpec("video", [.rawVideo])]

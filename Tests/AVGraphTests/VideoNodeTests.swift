@@ -20,7 +20,7 @@ final class CollectedFrames: @unchecked Sendable {
 }
 
 /// A test-only sink that keeps every frame it gets, so tests can look at real pixels.
-final class CollectSink: Node, @unchecked Sendable {
+final class CollectSink: Sink, Node, @unchecked Sendable {
     static let typeName = "collect"
     static let summary = "keeps raw frames for tests"
     static let inputs = [PadSpec("video", [.rawVideo])]
@@ -33,14 +33,14 @@ final class CollectSink: Node, @unchecked Sendable {
         if let f = setup.inputs.first?.format { CollectedFrames.shared.setFormat(key, f) }
     }
 
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         if let f = buffer.frame { CollectedFrames.shared.append(key, f) }
     }
 }
 
 /// `collect` that also declares, as a privacy card's schedule does, that it replaces its input
 /// unseen during `hides`: what its producers then send there is what the test looks at.
-final class HidingCollectSink: Node, @unchecked Sendable {
+final class HidingCollectSink: Sink, Node, @unchecked Sendable {
     static let typeName = "collect-hiding"
     static let summary = "keeps raw frames for tests; declares spans it hides"
     static let inputs = [PadSpec("video", [.rawVideo])]
@@ -52,7 +52,7 @@ final class HidingCollectSink: Node, @unchecked Sendable {
     let key: String
     init(_ setup: NodeSetup) throws { key = setup.options.string("key")! }
 
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         if let f = buffer.frame { CollectedFrames.shared.append(key, f) }
     }
 }

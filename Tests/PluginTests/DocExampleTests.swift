@@ -4,7 +4,7 @@ import AVGraph
 import AVGraphTesting
 import CFFmpeg
 
-final class DimNode: Node, @unchecked Sendable {
+final class DimNode: Filter, Node, @unchecked Sendable {
     // The contract: what `check` and `inspect` know before anything runs.
     static let typeName = "dim"
     static let summary = "darkens the picture"
@@ -30,12 +30,12 @@ final class DimNode: Node, @unchecked Sendable {
     }
 
     // Live changes, checked against the declaration by the runtime, arrive between two frames.
-    func set(option: String, to value: OptionValue) throws {
+    override func set(option: String, to value: OptionValue) throws {
         if let a = try Self.amount.value(in: option, value) { amount = a }
     }
 
     // The work: one frame in, one frame out (same buffer; copied only if someone else holds it).
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         try frame.makeWritable()
         let y = frame.plane(0)!, k = 1 - amount

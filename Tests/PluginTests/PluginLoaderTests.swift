@@ -99,7 +99,7 @@ final class PluginLoaderTests: XCTestCase {
 }
 
 /// A built-in node type that happens to be called like the watermark plugin's.
-final class BuiltinWatermark: Node {
+final class BuiltinWatermark: Filter, Node, @unchecked Sendable {
     static let typeName = "watermark"
     static let summary = "pretends to be built in"
     static let inputs = [PadSpec("video", [.rawVideo])]

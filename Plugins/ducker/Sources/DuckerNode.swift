@@ -10,7 +10,7 @@ import Foundation
 /// heard for the same stretch of media time (timestamps align them, as in the mixer); live,
 /// main never waits and the latest known key state applies. Main keeps its format; the key is
 /// only listened to.
-public final class DuckerNode: Node, @unchecked Sendable {
+public final class DuckerNode: Filter, Node, @unchecked Sendable {
     public static let typeName = "ducker"
     public static let summary = "lowers 'main' while 'key' (a microphone) has speech-level signal"
     public static let inputs = [
@@ -71,7 +71,7 @@ public final class DuckerNode: Node, @unchecked Sendable {
         realtime = setup.realtime
     }
 
-    public func set(option: String, to value: OptionValue) throws {
+    override public func set(option: String, to value: OptionValue) throws {
         if let v = try Self.threshold.value(in: option, value) { threshold = v }
         else if let v = try Self.depth.value(in: option, value) { depth = v }
         else if let v = try Self.attack.value(in: option, value) { attack = v }
@@ -80,13 +80,13 @@ public final class DuckerNode: Node, @unchecked Sendable {
         else { throw MediaError("option '\(option)' cannot be changed while running") }
     }
 
-    public func wantsInput(_ input: Int) -> Bool {
+    override public func wantsInput(_ input: Int) -> Bool {
         // Offline, main runs at most a second ahead of what the key has told.
         guard !realtime, mainIndices.contains(input), !keyEnded, let last = waiting.last else { return true }
         return last.seconds - max(keyHeard, waiting[0].seconds) < 1
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame, frame.sampleRate > 0 else { return }
         if keyIndices.contains(input) {
             listen(frame)
@@ -96,14 +96,14 @@ public final class DuckerNode: Node, @unchecked Sendable {
         try flush(out)
     }
 
-    public func inputEnded(_ input: Int, _ out: Outlet) throws {
+    override public func inputEnded(_ input: Int, _ out: Outlet) throws {
         if keyIndices.contains(input) { keyEnded = true }
         try flush(out)
     }
 
-    public func tick(_ out: Outlet) throws { try flush(out) }
+    override public func tick(_ out: Outlet) throws { try flush(out) }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         keyEnded = true
         try flush(out)
     }

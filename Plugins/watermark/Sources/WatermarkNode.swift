@@ -6,7 +6,7 @@ import CFFmpeg
 /// The mark is prepared once per picture width (scaled, turned into BT.709 limited Y/Cb/Cr plus
 /// alpha); each frame then gets one alpha blend over the mark's rectangle, in place (FFmpeg's
 /// copy-on-write copies first only if another node still holds the same buffer).
-public final class WatermarkNode: Node, @unchecked Sendable {
+public final class WatermarkNode: Filter, Node, @unchecked Sendable {
     public static let typeName = "watermark"
     public static let summary = "draws a PNG or a line of text at a corner of the picture"
     public static let inputs = [PadSpec("video", [.rawVideo], doc: "yuv420p or nv12 pictures")]
@@ -60,13 +60,13 @@ public final class WatermarkNode: Node, @unchecked Sendable {
         opacity = setup[Self.opacity]
     }
 
-    public func set(option: String, to value: OptionValue) throws {
+    override public func set(option: String, to value: OptionValue) throws {
         if let c = try Self.corner.value(in: option, value) { corner = c }
         else if let o = try Self.opacity.value(in: option, value) { opacity = o }
         else { throw MediaError("option '\(option)' cannot be changed while running") }
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         if opacity > 0 {
             if mark == nil || mark!.forWidth != frame.width || mark!.forHeight != frame.height {

@@ -56,7 +56,7 @@ extension CheckedPipeline {
                 // A URL shown here is a stream key shown: `check --format dot`, `ctl NAME graph`.
                 options[name] = Redaction.text(v.shown(as: spec.type))
             }
-            return PipelineGraph.Node(name: n.name, type: n.type.typeName, role: n.type.isSource ? "source" : n.type.isSink ? "sink" : "filter",
+            return PipelineGraph.Node(name: n.name, type: n.type.typeName, role: n.type.role.rawValue,
                                       options: options, plugin: n.origin != "built-in" ? n.origin : nil)
         }
         return PipelineGraph(pipeline: settings.name, nodes: list, edges: edges.map(\.link))

@@ -3,7 +3,7 @@
 /// at least one live source runs in realtime unless its file says `realtime: false` (or the
 /// command line says `--offline`): sources stamp media with the pipeline clock and nodes such
 /// as `fps` and `mixer` act on that clock.
-public protocol LiveSource: Node {}
+public protocol LiveSource: Source, Node {}
 
 extension CheckedPipeline {
     /// Whether any node is a live source (then `realtime` defaults to true).

@@ -100,8 +100,9 @@ public struct NodeSetup: Sendable {
 /// A node type. Its static members are its contract, known to `check` and `inspect` before
 /// anything runs (MediaPipe's `GetContract`); its instance methods process media, each call
 /// made by the one thread that runs the node (SwiftNIO's handler: the pipeline owns threads
-/// and order, the node owns one concern).
-public protocol Node: AnyObject {
+/// and order, the node owns one concern). A node type is a subclass of its role, `Source`,
+/// `Filter` or `Sink`, which holds the hooks the runtime calls for that role.
+public protocol Node: NodeHooks {
     /// The name written as `type:` in a `.pipe` file.
     static var typeName: String { get }
     static var summary: String { get }
@@ -122,25 +123,6 @@ public protocol Node: AnyObject {
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
 
     init(_ setup: NodeSetup) throws
-
-    /// Sources: make the next media and emit it; false at the end of the stream.
-    func produce(_ out: Outlet) throws -> Bool
-    /// Filters and sinks: one buffer arrived on input connection `input` (an index into `setup.inputs`).
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws
-    /// Whether the node wants more from input `input` now (a mixer holds back an input that runs ahead).
-    func wantsInput(_ input: Int) -> Bool
-    /// Realtime runs: called at least every few tens of milliseconds, so a node can emit on the clock.
-    func tick(_ out: Outlet) throws
-    /// An input reached its end.
-    func inputEnded(_ input: Int, _ out: Outlet) throws
-    /// Every input ended (or the run stops): flush and finalize.
-    func finish(_ out: Outlet) throws
-    /// The run failed elsewhere: keep what can be kept (a sink still finalizes its file).
-    func abort()
-    /// A live option change, made by the runtime on the node's own thread before its next buffer,
-    /// once the option was found live and the value within its declared range: the node assigns
-    /// it (read it with `Setting.value(in:_:)`); the runtime announces `applied`.
-    func set(option: String, to value: OptionValue) throws
 }
 
 extension Node {
@@ -149,18 +131,15 @@ extension Node {
     public static var standsUpright: Bool { false }
     public static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan] { [] }
     public static var coversPictures: Bool { false }
-    public func produce(_ out: Outlet) throws -> Bool { false }
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {}
-    public func wantsInput(_ input: Int) -> Bool { true }
-    public func tick(_ out: Outlet) throws {}
-    public func inputEnded(_ input: Int, _ out: Outlet) throws {}
-    public func finish(_ out: Outlet) throws {}
-    public func abort() {}
-    public func set(option: String, to value: OptionValue) throws {
-        throw MediaError("option '\(option)' cannot be changed while running")
-    }
 
-    public static var isSource: Bool { inputs.isEmpty }
-    public static var isSink: Bool { outputs.isEmpty }
+    /// The role, from the class the type derives from.
+    public static var role: NodeRole {
+        if self is Source.Type { return .source }
+        if self is Filter.Type { return .filter }
+        if self is Sink.Type { return .sink }
+        return .none
+    }
+    public static var isSource: Bool { role == .source }
+    public static var isSink: Bool { role == .sink }
     public static func option(_ name: String) -> OptionSpec? { options.first { $0.name == name } }
 }

@@ -1,7 +1,7 @@
 /// The node types a pipeline can use: the built-ins plus any loaded from plugins.
 ///
 /// One type name may have two roles, as `file` does: a source (no `in:`)
-/// and a sink (with `in:`). The checker picks the role from whether the node has inputs.
+/// and a sink (with `in:`). The checker picks the variant from whether the node has inputs.
 public final class NodeRegistry: @unchecked Sendable {
     public private(set) var variants: [String: [any Node.Type]] = [:]
     /// Where each type came from (`built-in` or a plugin file).
@@ -11,18 +11,21 @@ public final class NodeRegistry: @unchecked Sendable {
 
     public enum RegistrationError: Error, CustomStringConvertible {
         case duplicate(String, first: String)
+        case role(String, String)
         public var description: String {
             switch self {
             case .duplicate(let t, let first): return "node type '\(t)' is already registered by \(first)"
+            case .role(let t, let problem): return "node type '\(t)' \(problem)"
             }
         }
     }
 
     public func register(_ type: any Node.Type, origin: String = "built-in") throws {
         let name = type.typeName
+        if let problem = Self.roleProblem(type) { throw RegistrationError.role(name, problem) }
         if let existing = variants[name] {
             // A second role is welcome only if it is the other role (source vs. consumer) from the same origin.
-            let clash = existing.contains { $0.inputs.isEmpty == type.inputs.isEmpty } || origins[name] != origin
+            let clash = existing.contains { ($0.role == .source) == (type.role == .source) } || origins[name] != origin
             if clash { throw RegistrationError.duplicate(name, first: origins[name] ?? "?") }
             variants[name]!.append(type)
             return
@@ -31,10 +34,23 @@ public final class NodeRegistry: @unchecked Sendable {
         origins[name] = origin
     }
 
+    /// Why the type's pads do not fit its role, or nil when they do.
+    static func roleProblem(_ type: any Node.Type) -> String? {
+        switch type.role {
+        case .none: return "derives from none of Source, Filter and Sink"
+        case .source where !type.inputs.isEmpty: return "is a Source but declares inputs"
+        case .source where type.outputs.isEmpty: return "is a Source but declares no outputs"
+        case .filter where type.inputs.isEmpty || type.outputs.isEmpty: return "is a Filter but lacks inputs or outputs (a Source has no inputs, a Sink no outputs)"
+        case .sink where type.inputs.isEmpty: return "is a Sink but declares no inputs"
+        case .sink where !type.outputs.isEmpty: return "is a Sink but declares outputs (a Filter emits)"
+        default: return nil
+        }
+    }
+
     /// The type for a node that has inputs (`in:`) or not.
     public func resolve(_ name: String, hasInputs: Bool) -> (any Node.Type)? {
         guard let v = variants[name] else { return nil }
-        return v.first { $0.inputs.isEmpty != hasInputs } ?? v.first
+        return v.first { ($0.role != .source) == hasInputs } ?? v.first
     }
 
     /// A registry of its own with the same types and origins (a `.pipe`'s plugins go into a copy).

@@ -318,6 +318,8 @@ extension OptionType {
 /// The resolved options of one node: every declared option with its value or default.
 public struct OptionValues: Sendable {
     public var values: [String: OptionValue]
+    /// Notes typed reads of settings the node type does not declare (set by `fillDefaults` and `Node.built`).
+    public var audit: OptionAudit?
     public init(_ values: [String: OptionValue] = [:]) { self.values = values }
 
     public subscript(_ name: String) -> OptionValue? {

@@ -20,9 +20,10 @@ public enum PluginAPI {
     /// The plugin API version. Compiled into each plugin (`@_alwaysEmitIntoClient`), so a
     /// plugin states the version it was built against, not the version of the host it runs in.
     /// Raise it whenever `Node`, `NodeSetup`, `Negotiation`, `Setting`, `Outlet`, `Frame` or friends change
-    /// incompatibly (2: typed settings, live changes owned by the runtime).
+    /// incompatibly (2: typed settings, live changes owned by the runtime; 3: hooks on the role
+    /// classes `Source`, `Filter` and `Sink`).
     @_alwaysEmitIntoClient
-    public static var version: Int32 { 2 }
+    public static var version: Int32 { 3 }
 
     /// The body of a plugin's `avgraph_plugin`: compares versions, then lets `register` add node
     /// types. A throw is recorded for the host, which reports it naming the plugin file.
@@ -47,6 +48,7 @@ public final class PluginRegistrar {
     init(file: String) { self.file = file }
 
     public func register(_ type: any Node.Type) throws {
+        if let problem = NodeRegistry.roleProblem(type) { throw NodeRegistry.RegistrationError.role(type.typeName, problem) }
         types.append(type)
     }
 

@@ -70,16 +70,19 @@ extension OptionSpec {
 }
 
 extension OptionValues {
-    /// Every declared option that was not given gets its default: what `check` and the harness hand a node.
+    /// Every declared option that was not given gets its default: what `check` and the harness hand
+    /// a node. From here on, a typed read of a setting outside `specs` is noted (`OptionAudit`).
     public mutating func fillDefaults(from specs: [OptionSpec]) {
         for spec in specs where values[spec.name] == nil {
             values[spec.name] = try? spec.parsedDefault()
         }
+        audit = OptionAudit(declared: specs)
     }
 
     /// The option's value as its own Swift type: what the file gave, else the declared default.
     public subscript<Value>(_ setting: Setting<Value>) -> Value {
-        values[setting.spec.name].flatMap(setting.decode) ?? setting.initial
+        audit?.note(setting.spec.name)
+        return values[setting.spec.name].flatMap(setting.decode) ?? setting.initial
     }
 }
 

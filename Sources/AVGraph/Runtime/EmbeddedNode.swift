@@ -25,10 +25,10 @@ import Foundation
         realtime = setup.realtime
         duration = setup.duration
         events = EventLog(output: .none)
-        node = try type.init(setup)
+        node = try type.built(setup)
         collectors = setup.outputs.map { Inbox(lanes: [Inbox.Lane(capacity: Int.max, policy: .block, kind: $0.kind)], memory: memory) }
         outlet = Outlet(nodeName: setup.name, targets: collectors.map { [Outlet.Target(inbox: $0, lane: 0)] }, run: self,
-                        isSource: type.inputs.isEmpty)
+                        isSource: type.role == .source)
         events.addListener { [weak self] line in
             guard let self else { return }
             self.eventLock.lock(); self.lines.append(line); self.eventLock.unlock()
@@ -44,22 +44,34 @@ import Foundation
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int) throws {
-        try node.receive(buffer, input: input, outlet)
+        try consumer("receive").receive(buffer, input: input, outlet)
         changes.settle(outlet, received: buffer)
     }
 
     /// One `produce` call; false when the source ended (or reached the duration).
     public func produce() throws -> Bool {
-        let more = try node.produce(outlet)
+        guard let source = node as? Source else { throw MediaError("\(type(of: node)) is not a Source: it does not produce") }
+        let more = try source.produce(outlet)
         changes.settle(outlet)
         return more && !outlet.reachedEnd
     }
 
-    public func inputEnded(_ input: Int) throws { try node.inputEnded(input, outlet); changes.settle(outlet) }
-    public func tick(at clock: Double) throws { self.clock = clock; try node.tick(outlet); changes.settle(outlet) }
+    public func inputEnded(_ input: Int) throws { try consumer("end an input").inputEnded(input, outlet); changes.settle(outlet) }
+    /// Advances the clock; a source is not ticked (the runtime never ticks one).
+    public func tick(at clock: Double) throws {
+        self.clock = clock
+        guard let consumer = node as? Consumer else { return }
+        try consumer.tick(outlet)
+        changes.settle(outlet)
+    }
     public func finish() throws { try node.finish(outlet); changes.settle(outlet) }
     public func abort() { node.abort() }
-    public func wantsInput(_ input: Int) -> Bool { node.wantsInput(input) }
+    public func wantsInput(_ input: Int) -> Bool { (node as? Filter)?.wantsInput(input) ?? true }
+
+    private func consumer(_ what: String) throws -> Consumer {
+        guard let consumer = node as? Consumer else { throw MediaError("\(type(of: node)) is a Source: it cannot \(what)") }
+        return consumer
+    }
 
     /// A live change as the runtime makes it: checked against the declaration, taken by the node
     /// now, announced as `applied` with the media time of the next buffer it emits.

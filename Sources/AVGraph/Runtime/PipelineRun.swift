@@ -116,11 +116,11 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
                 let node: any Node
                 FFmpegLog.tag(node: n.name)
                 defer { FFmpegLog.tag(node: nil) }
-                do { node = try n.type.init(setup) } catch {
+                do { node = try n.type.built(setup) } catch {
                     throw Failure(node: n.name, message: "\(error)")
                 }
                 built.append(NodeRunner(name: n.name, node: node, inbox: Inbox(lanes: lanes, memory: memory),
-                                        isSource: n.type.inputs.isEmpty, inputNames: n.inputs.map(\.from)))
+                                        isSource: n.type.role == .source, inputNames: n.inputs.map(\.from)))
             }
         } catch {
             for r in built { r.node.abort() }
@@ -292,51 +292,6 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         events.emit(.eos(.init(mediaTime: s.mediaTime, peakRSS: ProcessMemory.peakResidentBytes, reason: reason, sinks: sinkSummaries)))
         events.flush()
         if let f { throw f }
-    }
-
-    private func loop(_ r: NodeRunner) {
-        let out = r.outlet!
-        FFmpegLog.tag(node: r.name)
-        do {
-            if r.isSource {
-                while !isStopping && !out.reachedEnd {
-                    r.applyChanges()
-                    let more = try r.node.produce(out)
-                    r.changes.settle(out)
-                    if !more { break }
-                }
-            } else {
-                let tick: Double? = realtime ? 0.02 : nil
-                var lastTick = clock
-                loop: while true {
-                    r.applyChanges()
-                    switch r.inbox.next(wants: { r.node.wantsInput($0) }, timeout: tick) {
-                    case .item(let lane, let buffer):
-                        if !out.hasOutputs { r.tally.count(buffer, kind: r.inbox.lanes[lane].kind) }
-                        r.changes.apply(to: r.node, out, reaching: Double(buffer.time) / 1e6)
-                        try r.node.receive(buffer, input: lane, out)
-                        r.changes.settle(out, received: buffer)
-                    case .ended(let lane):
-                        try r.node.inputEnded(lane, out)
-                        r.changes.settle(out)
-                    case .allEnded: break loop
-                    case .timeout: break
-                    }
-                    // Realtime nodes act on the clock too (fps repeats during a stall, the mixer fills a late input).
-                    if realtime, clock - lastTick >= 0.02 {
-                        lastTick = clock
-                        try r.node.tick(out)
-                        r.changes.settle(out)
-                    }
-                }
-            }
-            try r.node.finish(out)
-        } catch {
-            fail(r.name, error)
-            r.inbox.close()
-            r.node.abort()
-        }
-        out.endAll()
     }
 
     /// Changes a live option; the node applies it before its next frame or block, or with `at`

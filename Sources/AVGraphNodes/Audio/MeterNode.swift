@@ -4,7 +4,7 @@ import Foundation
 
 /// Passes audio through untouched (the same frame reference) and reports its level: every
 /// `interval` of media, a `level` event with RMS and peak in dBFS per channel.
-public final class MeterNode: Node, @unchecked Sendable {
+public final class MeterNode: Filter, Node, @unchecked Sendable {
     public static let typeName = "meter"
     public static let summary = "passes audio through and emits level events (rms, peak in dBFS per channel)"
     public static let inputs = [PadSpec("in", [.rawAudio])]
@@ -30,14 +30,14 @@ public final class MeterNode: Node, @unchecked Sendable {
         interval = setup[Self.interval]
     }
 
-    public func set(option: String, to value: OptionValue) throws {
+    override public func set(option: String, to value: OptionValue) throws {
         guard let d = try Self.interval.value(in: option, value) else {
             throw MediaError("option '\(option)' of meter cannot be changed while running")
         }
         interval = d
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         if let frame = buffer.frame, frame.sampleCount > 0, frame.sampleRate > 0 { measure(frame, out) }
         out.emit(buffer)
     }

@@ -11,7 +11,7 @@ import Foundation
 /// little behind wall time, filling inputs that lag with silence. A look-ahead limiter
 /// (PeakLimiter) holds the mix's true peak under `ceiling`, with room for a lossy encoder's
 /// overshoot; it delays the signal by a few ms internally, never its timestamps.
-public final class MixerNode: Node, @unchecked Sendable {
+public final class MixerNode: Filter, Node, @unchecked Sendable {
     public static let typeName = "mixer"
     public static let summary = "mixes audio inputs aligned by timestamp; silence for late or paused inputs; true-peak limiter"
     public static let inputs = [PadSpec("in", [.rawAudio], variadic: true, doc: "audio of any rate, channel count and sample format")]
@@ -119,7 +119,7 @@ public final class MixerNode: Node, @unchecked Sendable {
 
     // MARK: input
 
-    public func receive(_ buffer: MediaBuffer, input index: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input index: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame, frame.sampleCount > 0 else { return }
         inputs[index].heardSinceTick = true
         inputs[index].presence = ProducerPresence.of(frame)
@@ -176,13 +176,13 @@ public final class MixerNode: Node, @unchecked Sendable {
         while let tail = try resampler.convert(nil) { append(tail, to: input) }
     }
 
-    public func inputEnded(_ index: Int, _ out: Outlet) throws {
+    override public func inputEnded(_ index: Int, _ out: Outlet) throws {
         try drain(inputs[index])
         inputs[index].ended = true
         try emitReady(out)
     }
 
-    public func wantsInput(_ index: Int) -> Bool {
+    override public func wantsInput(_ index: Int) -> Bool {
         let input = inputs[index]
         guard !input.ended else { return true }
         let open = inputs.filter { !$0.ended }
@@ -196,7 +196,7 @@ public final class MixerNode: Node, @unchecked Sendable {
 
     // MARK: output
 
-    public func tick(_ out: Outlet) throws {
+    override public func tick(_ out: Outlet) throws {
         try emitReady(out)
         for input in inputs { input.heardSinceTick = false }
     }
@@ -235,7 +235,7 @@ public final class MixerNode: Node, @unchecked Sendable {
         }
     }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         for input in inputs where !input.ended {
             try drain(input)
             input.ended = true
@@ -331,7 +331,7 @@ public final class MixerNode: Node, @unchecked Sendable {
 
     // MARK: live options
 
-    public func set(option: String, to value: OptionValue) throws {
+    override public func set(option: String, to value: OptionValue) throws {
         switch (option, value) {
         case ("gain", .perInput(let map)):
             try validate(map.keys, option)

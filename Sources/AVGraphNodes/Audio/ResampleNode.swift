@@ -5,7 +5,7 @@ import Foundation
 /// Changes any of sample rate, channel count and sample format (swresample); what is not given
 /// passes through. Output pts continue from the first input pts by output sample count, and
 /// re-anchor when the input's timeline jumps (a gap stays a gap).
-public final class ResampleNode: Node, @unchecked Sendable {
+public final class ResampleNode: Filter, Node, @unchecked Sendable {
     public static let typeName = "resample"
     public static let summary = "converts sample rate, channel count and sample format"
     public static let inputs = [PadSpec("in", [.rawAudio])]
@@ -38,7 +38,7 @@ public final class ResampleNode: Node, @unchecked Sendable {
         tolerance = 0.02 * Double(shape.rate)
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame, frame.sampleCount > 0 else { return }
         let frameShape = AudioShape(rate: frame.sampleRate, channels: frame.channels, format: frame.sampleFormat)
         if frameShape != inputShape {
@@ -72,5 +72,5 @@ public final class ResampleNode: Node, @unchecked Sendable {
         while let tail = try resampler.convert(nil) { send(tail, out) }
     }
 
-    public func finish(_ out: Outlet) throws { try drain(out) }
+    override public func finish(_ out: Outlet) throws { try drain(out) }
 }

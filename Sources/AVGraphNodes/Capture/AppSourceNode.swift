@@ -5,7 +5,7 @@ import Foundation
 /// `LivePipeline.appSource(named:)` hands out the `AppSource` that pushes into this node.
 /// Pushing never waits: the buffer is copied once into a pooled frame and queued, or dropped
 /// by the `drop` policy when the queue is full. Media is stamped on the pipeline clock.
-public final class AppSourceNode: Node, LiveSource, @unchecked Sendable {
+public final class AppSourceNode: Source, Node, LiveSource, @unchecked Sendable {
     public static let typeName = "app"
     public static let summary = "media pushed by Swift code in the same process (LivePipeline.appSource(named:))"
     public static let outputs = [
@@ -28,7 +28,7 @@ public final class AppSourceNode: Node, LiveSource, @unchecked Sendable {
         duration = setup.duration
     }
 
-    public func produce(_ out: Outlet) throws -> Bool {
+    override public func produce(_ out: Outlet) throws -> Bool {
         if let duration, out.clock >= duration { return false }
         switch hub.queue.next(timeout: 0.05) {
         case .item(let item): try emitter.emit(item, out)
@@ -40,10 +40,10 @@ public final class AppSourceNode: Node, LiveSource, @unchecked Sendable {
         return !out.reachedEnd
     }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         hub.finish()
         try emitter.finish(out)
     }
 
-    public func abort() { hub.finish() }
+    override public func abort() { hub.finish() }
 }

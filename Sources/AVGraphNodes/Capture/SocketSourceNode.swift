@@ -7,7 +7,7 @@ import Foundation
 /// are anchored again where it reconnects; `fps` covers the gap). A malformed message closes
 /// that connection with a warning; the pipeline goes on and waits for the next producer. An
 /// `end` message ends the source (the broadcast finished).
-public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
+public final class SocketSourceNode: Source, Node, LiveSource, @unchecked Sendable {
     public static let typeName = "socket"
     public static let summary = "media from another process over a unix socket (docs/INGEST.md)"
     public static let outputs = [
@@ -59,7 +59,7 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         receiver.start()
     }
 
-    public func produce(_ out: Outlet) throws -> Bool {
+    override public func produce(_ out: Outlet) throws -> Bool {
         if !announced {
             announced = true
             lastWarning = out.clock
@@ -89,14 +89,14 @@ public final class SocketSourceNode: Node, LiveSource, @unchecked Sendable {
         }
     }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         receiver.stop()
         report(out)
         hub.finish()
         try emitter.finish(out)
     }
 
-    public func abort() {
+    override public func abort() {
         receiver.stop()
         hub.finish()
     }

@@ -6,7 +6,7 @@ import Foundation
 /// (swresample to fltp at the encoder's rate and channels); an audio fifo cuts it into the
 /// 1024-sample frames AAC codes. Packet pts follow the input timeline; a gap in the input
 /// becomes silence so the stream stays continuous and in sync.
-public final class AacNode: Node, @unchecked Sendable {
+public final class AacNode: Filter, Node, @unchecked Sendable {
     public static let typeName = "aac"
     public static let summary = "AAC-LC audio encoder (libavcodec aac)"
     public static let inputs = [PadSpec("in", [.rawAudio])]
@@ -49,7 +49,7 @@ public final class AacNode: Node, @unchecked Sendable {
         tolerance = 0.02 * Double(f.sampleRate)
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame, frame.sampleCount > 0 else { return }
         let frameShape = AudioShape(rate: frame.sampleRate, channels: frame.channels, format: frame.sampleFormat)
         if frameShape != inputShape {
@@ -100,7 +100,7 @@ public final class AacNode: Node, @unchecked Sendable {
         for packet in try encoder.encode(frame) { out.emit(packet) }
     }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         try drainResampler()
         try encodeFull(out)
         if fifo.count > 0 { try encodeChunk(fifo.count, out) }

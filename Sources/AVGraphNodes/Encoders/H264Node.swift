@@ -4,7 +4,7 @@ import Foundation
 
 /// `h264`: raw video in, H.264 out, with libx264 through libavcodec. Tags BT.709 limited range and
 /// converts other pixel formats to yuv420p on the way in (one swscale pass).
-public final class H264Node: Node, @unchecked Sendable {
+public final class H264Node: Filter, Node, @unchecked Sendable {
     public static let typeName = "h264"
     public static let summary = "encodes video to H.264 (libx264)"
     public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size; yuv420p and nv12 go straight in, other pixel formats are converted")]
@@ -197,7 +197,7 @@ public final class H264Node: Node, @unchecked Sendable {
         stream = EncodedStream(copying: ctx, kind: .encodedVideo)
     }
 
-    public func set(option: String, to value: OptionValue) throws {
+    override public func set(option: String, to value: OptionValue) throws {
         guard let v = try Self.bitrate.value(in: option, value) else {
             throw MediaError("option '\(option)' cannot be changed while running")
         }
@@ -209,7 +209,7 @@ public final class H264Node: Node, @unchecked Sendable {
         if derivedBufsize && ctx.pointee.rc_max_rate > 0 { ctx.pointee.rc_buffer_size = Int32(clamping: 2 * ctx.pointee.rc_max_rate) }
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         let needsConversion = frame.av.pointee.format != pictureFormat.rawValue
             || frame.av.pointee.width != width || frame.av.pointee.height != height
@@ -241,7 +241,7 @@ public final class H264Node: Node, @unchecked Sendable {
         return true
     }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         try encoder.send(nil)
         try drain(out)
         reportLatency(out)

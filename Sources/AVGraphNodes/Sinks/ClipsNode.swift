@@ -5,7 +5,7 @@ import Foundation
 /// `avgraph ctl PIPELINE clip save PATH` writes that window as an MP4 that starts on a
 /// keyframe. Saving happens on the control thread from references to the held packets, so
 /// the pipeline runs on undisturbed while the file is written.
-public final class ClipsNode: Node, AnswersControl, HoldsMemory, @unchecked Sendable {
+public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory, @unchecked Sendable {
     public static let typeName = "clips"
     public static let summary = "keep the last seconds of encoded media in memory; write them as an MP4 on request"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true, doc: "encoded streams to keep")]
@@ -45,7 +45,7 @@ public final class ClipsNode: Node, AnswersControl, HoldsMemory, @unchecked Send
         hasVideo = setup.inputs.map { $0.format.kind == .encodedVideo }
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let p = buffer.packet else { return }
         lock.lock()
         held[input].append(p)
@@ -57,7 +57,7 @@ public final class ClipsNode: Node, AnswersControl, HoldsMemory, @unchecked Send
     /// The window slides with the pipeline clock too, not only when a packet arrives: over
     /// `memory-limit` video is dropped before it gets here, and a window that waited for the next
     /// packet would hold its bytes (and keep video dropped) for good.
-    public func tick(_ out: Outlet) throws {
+    override public func tick(_ out: Outlet) throws {
         lock.lock()
         trimAndAccount(now: max(newest, Int64(out.clock * 1e6)), out)
     }
@@ -95,7 +95,7 @@ public final class ClipsNode: Node, AnswersControl, HoldsMemory, @unchecked Send
         }
     }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         lock.lock()
         held = held.map { _ in [] }
         let delta = -accounted

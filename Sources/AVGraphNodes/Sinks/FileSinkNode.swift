@@ -12,7 +12,7 @@ import Foundation
 /// to its last second or so. A full disk cuts the file back to its last complete fragment and
 /// stops the run. At a clean end an MP4 is rewritten as a regular one with its index in front
 /// (to a temporary, then renamed over the journal), unless `fragmented` asks to leave it as is.
-public final class FileSinkNode: Node, @unchecked Sendable {
+public final class FileSinkNode: Sink, Node, @unchecked Sendable {
     public static let typeName = "file"
     public static let summary = "writes encoded streams to a media file (.mp4 .mov .mkv .flv .ts)"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
@@ -117,7 +117,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         }
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let packet = buffer.packet else { return }
         if muxer.headerWritten {
             try write(packet, input: input)
@@ -142,7 +142,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     /// About 10 s of 30 fps video with its audio.
     static let maxPending = 1000
 
-    public func inputEnded(_ input: Int, _ out: Outlet) throws {
+    override public func inputEnded(_ input: Int, _ out: Outlet) throws {
         ended[input] = true
         if !muxer.headerWritten { try startIfReady() }
     }
@@ -170,7 +170,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
         try muxer.write(packet.av, timeBase: packet.timeBase, stream: index)
     }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         guard !done else { return }
         done = true
         if !muxer.headerWritten {
@@ -219,7 +219,7 @@ public final class FileSinkNode: Node, @unchecked Sendable {
     /// The one place where the file is done: complete, in its final form, at its path.
     private func finalized(_ out: Outlet) {}
 
-    public func abort() {
+    override public func abort() {
         guard !done else {
             if !muxer.closed { try? muxer.finish() }
             return

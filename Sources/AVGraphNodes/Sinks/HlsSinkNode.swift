@@ -10,7 +10,7 @@ import Foundation
 /// at the same timestamps and a player switches between them at any segment boundary. Every
 /// file reaches its name whole (written beside it, renamed): a player never reads half a segment
 /// or playlist, and a kill -9 leaves playlists naming only complete segments (HlsWriter).
-public final class HlsSinkNode: Node, @unchecked Sendable {
+public final class HlsSinkNode: Sink, Node, @unchecked Sendable {
     public static let typeName = "hls"
     public static let summary = "writes HLS: a master playlist, and per rendition a media playlist with fMP4 or TS segments"
     public static let inputs = [
@@ -131,6 +131,7 @@ public final class HlsSinkNode: Node, @unchecked Sendable {
         if !folder.isEmpty && !FileManager.default.fileExists(atPath: folder) {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         }
+        super.init()
         if FileManager.default.fileExists(atPath: master) {
             guard setup[Self.overwrite] else { throw MediaError("'\(master)' already exists (set overwrite: true to replace it)") }
             try removePresentation()
@@ -151,7 +152,7 @@ public final class HlsSinkNode: Node, @unchecked Sendable {
         try fm.removeItem(atPath: master)
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let packet = buffer.packet else { return }
         if writer != nil { return try write(packet, input: input) }
         if firstStream[input] == nil { firstStream[input] = packet.stream }
@@ -171,7 +172,7 @@ public final class HlsSinkNode: Node, @unchecked Sendable {
     /// About 5 s of a 4-rendition ladder at 30 fps with its audio.
     static let maxWaiting = 1000
 
-    public func inputEnded(_ input: Int, _ out: Outlet) throws {
+    override public func inputEnded(_ input: Int, _ out: Outlet) throws {
         ended[input] = true
         try startWhenEveryInputShowed()
     }
@@ -201,7 +202,7 @@ public final class HlsSinkNode: Node, @unchecked Sendable {
         }
     }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         guard !done else { return }
         done = true
         if writer == nil {
@@ -215,7 +216,7 @@ public final class HlsSinkNode: Node, @unchecked Sendable {
         try writer.finish()
     }
 
-    public func abort() {
+    override public func abort() {
         guard !done else { return }
         done = true
         writer?.abort()

@@ -1,7 +1,7 @@
 import AVGraph
 
 /// `null`: consumes anything and counts it (benchmarks, tests); reports the counts at the end.
-public final class NullNode: Node, @unchecked Sendable {
+public final class NullNode: Sink, Node, @unchecked Sendable {
     public static let typeName = "null"
     public static let summary = "consumes and counts frames or packets, writes nothing"
     public static let inputs = [PadSpec("in", Set(MediaKind.allCases), variadic: true, doc: "any media, raw or encoded")]
@@ -19,12 +19,12 @@ public final class NullNode: Node, @unchecked Sendable {
         bytes = Array(repeating: 0, count: setup.inputs.count)
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         counts[input] += 1
         bytes[input] += buffer.byteCount
     }
 
-    public func finish(_ out: Outlet) throws {
+    override public func finish(_ out: Outlet) throws {
         out.event(.null(.init(inputs: names, counts: counts, bytes: bytes)))
     }
 }

@@ -6,7 +6,7 @@ import Foundation
 /// media, drops video to the next keyframe before it drops audio, reconnects by itself with
 /// exponential backoff and starts each new session on a keyframe. Events: `disconnected`,
 /// `reconnecting`, `reconnected`, `dropped`.
-public final class RtmpNode: Node, @unchecked Sendable {
+public final class RtmpNode: Sink, Node, @unchecked Sendable {
     public static let typeName = "rtmp"
     public static let summary = "pushes encoded video and audio live to an RTMP server; reconnects by itself"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
@@ -31,9 +31,9 @@ public final class RtmpNode: Node, @unchecked Sendable {
                             muxerOptions: ["flvflags": "no_duration_filesize"])
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { try live.receive(buffer, input: input, out) }
-    public func tick(_ out: Outlet) throws { try live.tick(out) }
-    public func inputEnded(_ input: Int, _ out: Outlet) throws { live.inputEnded(input) }
-    public func finish(_ out: Outlet) throws { try live.finish(out) }
-    public func abort() { live.abort() }
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { try live.receive(buffer, input: input, out) }
+    override public func tick(_ out: Outlet) throws { try live.tick(out) }
+    override public func inputEnded(_ input: Int, _ out: Outlet) throws { live.inputEnded(input) }
+    override public func finish(_ out: Outlet) throws { try live.finish(out) }
+    override public func abort() { live.abort() }
 }

@@ -4,7 +4,7 @@ import Foundation
 /// `srt`: like `rtmp`, but MPEG-TS over SRT (libavformat's libsrt protocol), for links where
 /// SRT's retransmission copes better with loss than RTMP over TCP. Same buffer, drop policy,
 /// reconnect and events as `rtmp`.
-public final class SrtNode: Node, @unchecked Sendable {
+public final class SrtNode: Sink, Node, @unchecked Sendable {
     public static let typeName = "srt"
     public static let summary = "pushes encoded video and audio live over SRT (MPEG-TS); reconnects by itself"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
@@ -28,9 +28,9 @@ public final class SrtNode: Node, @unchecked Sendable {
         live = LiveSinkCore(setup, url: Self.url, format: "mpegts", muxerOptions: [:])
     }
 
-    public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { try live.receive(buffer, input: input, out) }
-    public func tick(_ out: Outlet) throws { try live.tick(out) }
-    public func inputEnded(_ input: Int, _ out: Outlet) throws { live.inputEnded(input) }
-    public func finish(_ out: Outlet) throws { try live.finish(out) }
-    public func abort() { live.abort() }
+    override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { try live.receive(buffer, input: input, out) }
+    override public func tick(_ out: Outlet) throws { try live.tick(out) }
+    override public func inputEnded(_ input: Int, _ out: Outlet) throws { live.inputEnded(input) }
+    override public func finish(_ out: Outlet) throws { try live.finish(out) }
+    override public func abort() { live.abort() }
 }

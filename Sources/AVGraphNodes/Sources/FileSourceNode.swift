@@ -4,7 +4,7 @@ import Foundation
 
 /// `file` as a source: decodes a media file's video and audio, in file order, with the file's
 /// own timestamps (shifted so the file starts at 0, and by one play's length per loop).
-public final class FileSourceNode: Node, @unchecked Sendable {
+public final class FileSourceNode: Source, Node, @unchecked Sendable {
     public static let typeName = "file"
     public static let summary = "decodes a media file (its first video and audio streams)"
     public static let outputs = [
@@ -85,6 +85,7 @@ public final class FileSourceNode: Node, @unchecked Sendable {
         playsLeft = setup[Self.loop]
         endTime = setup.duration
         probe = try FileProbe.opened(path)
+        super.init()
         try openTracks()
     }
 
@@ -114,7 +115,7 @@ public final class FileSourceNode: Node, @unchecked Sendable {
         out.warning("'\(path)': skipped \(total) damaged packet\(total == 1 ? "" : "s") so far")
     }
 
-    public func produce(_ out: Outlet) throws -> Bool {
+    override public func produce(_ out: Outlet) throws -> Bool {
         defer { reportDamage(out) }
         if !draining {
             if try probe.demuxer.read(into: packet) {

@@ -4,7 +4,7 @@ import Foundation
 
 /// Raw PCM from a file, read straight into pooled frame buffers; big-endian layouts are
 /// swapped to native in those same buffers.
-public final class RawaudioNode: Node, @unchecked Sendable {
+public final class RawaudioNode: Source, Node, @unchecked Sendable {
     public static let typeName = "rawaudio"
     public static let summary = "raw PCM samples from a file"
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "the samples, pts in samples (time base 1/rate)")]
@@ -48,7 +48,7 @@ public final class RawaudioNode: Node, @unchecked Sendable {
 
     deinit { if fd >= 0 { close(fd) } }
 
-    public func produce(_ out: Outlet) throws -> Bool {
+    override public func produce(_ out: Outlet) throws -> Bool {
         var want = Self.block
         if let end { want = Int(min(Int64(want), end - position)) }
         guard want > 0, fd >= 0 else { return false }

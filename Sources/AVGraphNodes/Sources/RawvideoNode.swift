@@ -15,7 +15,7 @@ import Foundation
 /// ends the run with an error naming the node, as does a size check (fstat) before each
 /// picture and a file replaced or removed under its path. Reading into pooled pictures instead
 /// would copy every picture (4.4 MB for a phone screen) and keep them resident.
-final class RawvideoNode: Node, @unchecked Sendable {
+final class RawvideoNode: Source, Node, @unchecked Sendable {
     static let typeName = "rawvideo"
     static let summary = "raw pictures from a file"
     static let outputs = [PadSpec("video", [.rawVideo], doc: "raw pictures, pts in 1/rate")]
@@ -86,7 +86,7 @@ final class RawvideoNode: Node, @unchecked Sendable {
 
     deinit { close(fd) }
 
-    func produce(_ out: Outlet) throws -> Bool {
+    override func produce(_ out: Outlet) throws -> Bool {
         let t = Double(index) * rate.inverse.double
         if let end = endTime, t >= end - 1e-9 { return false }
         if let m = mapping {

@@ -10,7 +10,7 @@ import Foundation
 /// Without a `region` the whole screen is captured, and its size is only known when the display
 /// is opened: `check` cannot know it, so the format rule marks the size as varying (like `orient`)
 /// and an encoder then asks for a `resize` first. With a `region`, the size is the region's.
-final class ScreenNode: Node, LiveSource, @unchecked Sendable {
+final class ScreenNode: Source, Node, LiveSource, @unchecked Sendable {
     static let typeName = "screen"
     static let summary = "live X11 screen capture (x11grab): the whole screen or a region"
     static let outputs = [PadSpec("video", [.rawVideo], doc: "screen pictures, pts in microseconds of the capture clock from the first picture")]
@@ -80,7 +80,7 @@ final class ScreenNode: Node, LiveSource, @unchecked Sendable {
         }
     }
 
-    func produce(_ out: Outlet) throws -> Bool {
+    override func produce(_ out: Outlet) throws -> Bool {
         let grabbed = try grabber.next()
         if let end = endTime, grabbed.seconds >= end - 1e-9 { return false }
         grabbed.av.pointee.pkt_duration = frameDuration

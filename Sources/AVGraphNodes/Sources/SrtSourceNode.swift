@@ -4,7 +4,7 @@ import Foundation
 /// `srt` as a source (no `in:`): MPEG-TS over SRT, avgraph as the listener a phone calls
 /// (`listen: true`) or calling a listener (`listen: false`). Same outputs, clock, reconnect,
 /// `idle` and events as the `rtmp` source.
-public final class SrtSourceNode: Node, LiveSource, @unchecked Sendable {
+public final class SrtSourceNode: Source, Node, LiveSource, @unchecked Sendable {
     public static let typeName = "srt"
     public static let summary = "receives a live MPEG-TS stream over SRT (as the listener, or calling one) and decodes it"
     public static let outputs = NetworkSourceOptions.outputs
@@ -52,7 +52,7 @@ public final class SrtSourceNode: Node, LiveSource, @unchecked Sendable {
         core = NetworkSourceCore(setup, input: input)
     }
 
-    public func produce(_ out: Outlet) throws -> Bool { try core.produce(out) }
-    public func finish(_ out: Outlet) throws { try core.finish(out) }
-    public func abort() { core.abort() }
+    override public func produce(_ out: Outlet) throws -> Bool { try core.produce(out) }
+    override public func finish(_ out: Outlet) throws { try core.finish(out) }
+    override public func abort() { core.abort() }
 }

@@ -6,7 +6,7 @@ import Foundation
 /// for a while (delivering nothing, as an app that plays nothing does) and, as `s16be`, arrive
 /// big-endian like some app-audio sources. The phase follows absolute sample time, so the
 /// tone picks up after a gap exactly where an uninterrupted tone would be.
-public final class ToneNode: Node, @unchecked Sendable {
+public final class ToneNode: Source, Node, @unchecked Sendable {
     public static let typeName = "tone"
     public static let summary = "sine test audio (app audio or a microphone, with late start and gaps)"
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "the tone, pts in samples (time base 1/rate)")]
@@ -66,7 +66,7 @@ public final class ToneNode: Node, @unchecked Sendable {
         gaps = setup[Self.gaps].map { Int64(($0.at * r).rounded())..<Int64((($0.at + $0.length) * r).rounded()) }
     }
 
-    public func produce(_ out: Outlet) throws -> Bool {
+    override public func produce(_ out: Outlet) throws -> Bool {
         while let gap = gaps.first(where: { $0.contains(position) }) { position = gap.upperBound }
         var n = Int64(block)
         if let end { n = min(n, end - position) }

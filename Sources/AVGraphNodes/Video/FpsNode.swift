@@ -6,7 +6,7 @@ import CFFmpeg
 /// repeated (a still screen sends nothing: the timeline must have no holes), for at most `hold`
 /// if one is set, after which the stream pauses (its timestamps jump). Every output is a
 /// reference to an input picture with a new timestamp: nothing is copied.
-final class FpsNode: Node, @unchecked Sendable {
+final class FpsNode: Filter, Node, @unchecked Sendable {
     static let typeName = "fps"
     static let summary = "constant frame rate: drop extra frames, repeat the last one through stalls"
     static let inputs = [PadSpec("video", [.rawVideo])]
@@ -60,7 +60,7 @@ final class FpsNode: Node, @unchecked Sendable {
     /// The first slot a frame at `t` seconds may fill: the one it is nearest to, ties to the earlier.
     func slot(of t: Double) -> Int64 { Int64((t * rate.double - 0.5 - 1e-9).rounded(.up)) }
 
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         if out.realtime, current != nil, !pending.isEmpty || slot(of: frame.seconds) - next > Self.fillInFlight {
             pending.append(frame)
@@ -118,7 +118,7 @@ final class FpsNode: Node, @unchecked Sendable {
     /// Realtime: keep the stream going through a stall without waiting for the next frame.
     /// The stall is measured from the last arrival, so sources whose timestamps do not start at
     /// zero work too; repeats go out `latency` after their slot's time.
-    func tick(_ out: Outlet) throws {
+    override func tick(_ out: Outlet) throws {
         if !pending.isEmpty { return fillGap(out) }
         guard current != nil, let arrived = arrivalClock else { return }
         let waited = out.clock - arrived - Self.latency
@@ -132,7 +132,7 @@ final class FpsNode: Node, @unchecked Sendable {
         fill(before: end, out, stopAtHold: true)
     }
 
-    func finish(_ out: Outlet) throws {
+    override func finish(_ out: Outlet) throws {
         for frame in pending { accept(frame, out) }
         pending.removeAll()
         guard current != nil else { return }

@@ -6,7 +6,7 @@ import CFFmpeg
 /// "active" trigger, exact to the picture whatever the queues), the live `enabled` option
 /// (`ctl set`, optionally `--at` a media time), and a fixed `schedule`. Several cards may be
 /// named (`cards:`); the in-band switch may pick one, else the live `card` option does.
-final class PrivacyNode: Node, @unchecked Sendable {
+final class PrivacyNode: Filter, Node, @unchecked Sendable {
     static let typeName = "privacy"
     static let summary = "replace the picture by a card while on (in-band switch from the producer, live switch, or schedule)"
     static let inputs = [PadSpec("video", [.rawVideo])]
@@ -74,7 +74,7 @@ final class PrivacyNode: Node, @unchecked Sendable {
         cards = try PrivacyCards(paths: paths, geometry: geometry, sizeVaries: f?.sizeVaries ?? true)
     }
 
-    func set(option: String, to value: OptionValue) throws {
+    override func set(option: String, to value: OptionValue) throws {
         if let on = try Self.enabled.value(in: option, value) {
             enabled = on
         } else if let name = try Self.card.value(in: option, value) {
@@ -87,7 +87,7 @@ final class PrivacyNode: Node, @unchecked Sendable {
         }
     }
 
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         let inBand = frame.privacy
         let t = frame.seconds

@@ -9,7 +9,7 @@ import CFFmpeg
 /// touches a quarter of the pixels a turn before scaling would (`orient` leaves it to us).
 /// Offline runs resize a picture per core at once (FrameLanes); realtime runs split each picture
 /// across the cores instead, so it is done soonest.
-final class ResizeNode: Node, @unchecked Sendable {
+final class ResizeNode: Filter, Node, @unchecked Sendable {
     static let typeName = "resize"
     static let summary = "scale pictures to one size (fit with bars, fill by cropping, or stretch)"
     static let inputs = [PadSpec("video", [.rawVideo])]
@@ -83,7 +83,7 @@ final class ResizeNode: Node, @unchecked Sendable {
         lanes = count > 1 ? FrameLanes(count: count, label: "resize") { Lane(splitsPictures: false) } : nil
     }
 
-    func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
+    override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         if let lanes {
             try lanes.submit(frame, out) { [self] frame, lane in try resize(frame, in: lane) }
@@ -92,9 +92,9 @@ final class ResizeNode: Node, @unchecked Sendable {
         }
     }
 
-    func finish(_ out: Outlet) throws { try lanes?.drain(out) }
+    override func finish(_ out: Outlet) throws { try lanes?.drain(out) }
 
-    func abort() { lanes?.discard() }
+    override func abort() { lanes?.discard() }
 
     private func resize(_ frame: Frame, in lane: Lane) throws -> Frame {
         let resized = try pool.frame(timeBase: frame.timeBase)

@@ -1,7 +1,7 @@
 import AVGraph
 
 /// A plugin whose node type is named like the watermark plugin's (and like nothing built in).
-final class OtherWatermark: Node {
+final class OtherWatermark: Filter, Node, @unchecked Sendable {
     static let typeName = "watermark"
     static let summary = "a second node type called watermark"
     static let inputs = [PadSpec("video", [.rawVideo])]

@@ -2,7 +2,7 @@ import AVGraph
 
 /// A plugin node type with two output pads whose format rule returns one format: a bug in the
 /// plugin that `check` must report (naming the plugin) before anything runs.
-final class SplitBroken: Node {
+final class SplitBroken: Filter, Node, @unchecked Sendable {
     static let typeName = "split-broken"
     static let summary = "two outputs, one negotiated format"
     static let inputs = [PadSpec("in", [.rawVideo])]

@@ -1,0 +1,79 @@
+/// What a node does in a pipeline, from the role class its type derives from.
+public enum NodeRole: String, Sendable {
+    /// Makes media: no inputs, at least one output (`Source`).
+    case source
+    /// Receives media and emits media: inputs and outputs (`Filter`).
+    case filter
+    /// Receives media and finishes it (a file, a stream): inputs, no outputs (`Sink`).
+    case sink
+    /// Derives from none of the three: the registry refuses it.
+    case none
+}
+
+// The hooks are overridable methods of one role class per role, not defaulted protocol
+// requirements: Swift checks an `override` against the class, so a misspelled hook
+// (`override func recieve`) does not compile, and the other roles' hooks are final members
+// here, so declaring one (`func produce` in a filter, with or without `override`) does not
+// compile either. A defaulted protocol requirement would accept both and never call them.
+
+/// The hooks every role has. Every call comes from the one thread that runs the node, with its
+/// outlet: the one context a node emits on, stamps events with and reads the clock from.
+open class NodeHooks: @unchecked Sendable {
+    public init() {}
+
+    /// Every input ended, the source reached its end, or the run stops: flush and finalize.
+    open func finish(_ out: Outlet) throws {}
+    /// The run failed elsewhere: keep what can be kept (a sink still finalizes its file).
+    open func abort() {}
+    /// A live option change, made by the runtime on the node's own thread before its next buffer,
+    /// once the option was found live and the value within its declared range: the node assigns
+    /// it (read it with `Setting.value(in:_:)`); the runtime announces `applied`.
+    open func set(option: String, to value: OptionValue) throws {
+        throw MediaError("option '\(option)' cannot be changed while running")
+    }
+
+    static func missing(_ hook: String, _ node: NodeHooks) -> MediaError {
+        MediaError("\(type(of: node)) does not override \(hook)")
+    }
+}
+
+/// A node that makes media (a file, a generator, a socket): the runtime calls `produce` until
+/// it returns false or the run stops, then `finish`.
+open class Source: NodeHooks, @unchecked Sendable {
+    /// Make the next media and emit it; false at the end of the stream.
+    open func produce(_ out: Outlet) throws -> Bool { throw Self.missing("produce(_:)", self) }
+
+    @available(*, deprecated, message: "a source has no inputs: only filters and sinks receive")
+    public final func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {}
+    @available(*, deprecated, message: "a source has no inputs: only filters and sinks hear of an input's end")
+    public final func inputEnded(_ input: Int, _ out: Outlet) throws {}
+    @available(*, deprecated, message: "a source has no inputs: only filters hold one back")
+    public final func wantsInput(_ input: Int) -> Bool { true }
+    @available(*, deprecated, message: "a source is not ticked: produce runs on its own pace")
+    public final func tick(_ out: Outlet) throws {}
+}
+
+/// The hooks of a node with inputs: buffers arrive, inputs end, realtime runs tick it.
+open class Consumer: NodeHooks, @unchecked Sendable {
+    /// One buffer arrived on input connection `input` (an index into `setup.inputs`).
+    open func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { throw Self.missing("receive(_:input:_:)", self) }
+    /// Realtime runs: called at least every few tens of milliseconds, so a node can emit on the clock.
+    open func tick(_ out: Outlet) throws {}
+    /// An input reached its end.
+    open func inputEnded(_ input: Int, _ out: Outlet) throws {}
+
+    @available(*, deprecated, message: "a node with inputs does not produce: only a Source does")
+    public final func produce(_ out: Outlet) throws -> Bool { false }
+}
+
+/// A node that receives media and emits media (a scaler, an encoder, a mixer).
+open class Filter: Consumer, @unchecked Sendable {
+    /// Whether the node wants more from input `input` now (a mixer holds back an input that runs ahead).
+    open func wantsInput(_ input: Int) -> Bool { true }
+}
+
+/// A node that receives media and finishes it (a file, a stream, a counter): it has no outputs.
+open class Sink: Consumer, @unchecked Sendable {
+    @available(*, deprecated, message: "a sink takes every input as it comes: only a Filter holds one back")
+    public final func wantsInput(_ input: Int) -> Bool { true }
+}
