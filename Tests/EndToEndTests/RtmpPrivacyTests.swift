@@ -33,7 +33,7 @@ final class RtmpPrivacyTests: XCTestCase {
                                     "--privacy", "2s:2s:typing", "--privacy", "4500ms:1s"])
         XCTAssertEqual(publish.status, 0, publish.stderr)
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
-        let frames = try CLI.grayFrames(dir + "/out.mp4", width: 320, height: 180)
+        let frames = try HlsWitness.grayPictures(dir + "/out.mp4", width: 320, height: 180)
         let typing = try XCTUnwrap(CLI.grayFrames(assets + "/typing.png", width: 320, height: 180).first)
         let card = try XCTUnwrap(CLI.grayFrames(assets + "/privacy.png", width: 320, height: 180).first)
         XCTAssertGreaterThanOrEqual(frames.count, 175, "the publisher's 180 pictures")
