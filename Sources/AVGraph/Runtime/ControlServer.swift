@@ -80,9 +80,21 @@ public final class ControlServer: @unchecked Sendable {
         lock.unlock()
         // The accept thread closes the listener itself once accept returns: no fd is closed under it.
         shutdown(listener, Int32(SHUT_RDWR))
+        descriptorFreed.broadcast()
         wakeWriter()
         // Only the socket we bound: a file put there since is not ours to delete.
         PrivateSocket.remove(path: path, identity: identity)
+    }
+
+    /// Signalled when a client's fd is closed or the server closes.
+    private let descriptorFreed = NSCondition()
+
+    /// Out of fds: back off until a client leaves or the server closes; an fd freed elsewhere in
+    /// the process gives no signal, so the backoff also ends after 100 ms.
+    private func waitForDescriptor() {
+        descriptorFreed.lock()
+        if !isClosed { _ = descriptorFreed.wait(until: Date(timeIntervalSinceNow: 0.1)) }
+        descriptorFreed.unlock()
     }
 
     private var isClosed: Bool { lock.lock(); defer { lock.unlock() }; return closed }
@@ -93,7 +105,7 @@ public final class ControlServer: @unchecked Sendable {
             let fd = accept(listener, nil, nil)
             if fd < 0 {
                 if isClosed || errno == EBADF || errno == EINVAL { return }
-                if errno == EMFILE || errno == ENFILE { usleep(100_000) }
+                if errno == EMFILE || errno == ENFILE { waitForDescriptor() }
                 continue
             }
             // Only the owner may steer the run, whatever the folder's mode.
@@ -162,6 +174,7 @@ public final class ControlServer: @unchecked Sendable {
         clients.removeAll { $0 === client }
         Glibc.close(client.fd)
         lock.unlock()
+        descriptorFreed.broadcast()
     }
 
     private func reply(_ client: Client, _ object: [String: Any]) {
