@@ -175,6 +175,8 @@ public final class ControlServer: @unchecked Sendable {
         Glibc.close(client.fd)
         lock.unlock()
         descriptorFreed.broadcast()
+        // The writer may be polling this fd: it builds its list again, so it never waits on an fd reused by another.
+        wakeWriter()
     }
 
     private func reply(_ client: Client, _ object: [String: Any]) {
@@ -266,11 +268,12 @@ public final class ControlServer: @unchecked Sendable {
             // The fds may be closed and reused while polling: a wrong wake-up only costs a retry,
             // since every send happens under the lock after checking the client is still open.
             var fds = [pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)] + waitingFDs.map { pollfd(fd: $0, events: Int16(POLLOUT), revents: 0) }
-            let ready = poll(&fds, nfds_t(fds.count), waiting.isEmpty ? -1 : 1000)
+            let ready = poll(&fds, nfds_t(fds.count), -1)
             if fds[0].revents != 0 { while Glibc.read(wake[0], &drain, drain.count) > 0 {} }
             lock.lock()
-            // Writable (or hung up: the send then says so); after a quiet second, all are tried again.
-            for (i, c) in waiting.enumerated() where fds[i + 1].revents != 0 || ready == 0 { c.blocked = false }
+            // Writable, or hung up (the send then says so): poll reports both, and a client that
+            // leaves wakes this loop (`finish`), so no retry timer is needed.
+            for (i, c) in waiting.enumerated() where fds[i + 1].revents != 0 || ready < 0 { c.blocked = false }
             lock.unlock()
         }
     }
