@@ -39,6 +39,7 @@ static inline int avg_codec_flag_global_header(void) { return AV_CODEC_FLAG_GLOB
 static inline int avg_fmt_nofile(void) { return AVFMT_NOFILE; }
 static inline int avg_fmt_globalheader(void) { return AVFMT_GLOBALHEADER; }
 static inline int avg_avio_write(void) { return AVIO_FLAG_WRITE; }
+static inline int avg_avio_read_write(void) { return AVIO_FLAG_READ_WRITE; }
 
 
 // The uid of a unix-socket peer (SO_PEERCRED), without needing _GNU_SOURCE's struct ucred.

@@ -20,7 +20,8 @@ enum FeedTarget {
         }
         let folder = (PrivateSocket.expectedPath("x") as NSString).deletingLastPathComponent
         let prefix = target + ".", suffix = ".ingest.sock"
-        let deadline = Date().addingTimeInterval(wait)
+        let deadline = Monotonic.now + wait
+        let watch = FolderWatch(folder)
         while true {
             var st = stat()
             if let named, lstat(named, &st) == 0 { return named }
@@ -34,11 +35,11 @@ enum FeedTarget {
                 throw Failure(description: "pipeline '\(target)' has several socket sources (\(nodes.joined(separator: ", "))): "
                     + "name one, e.g. \(target).\(nodes[0])")
             }
-            if Date() >= deadline {
+            if Monotonic.now >= deadline {
                 throw Failure(description: "no socket source of a pipeline named '\(target)' is listening in \(folder) "
                     + "(give PIPELINE.NODE or the socket's path)")
             }
-            usleep(100_000)
+            watch.wait(until: deadline)
         }
     }
 }

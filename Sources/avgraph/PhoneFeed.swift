@@ -97,6 +97,7 @@ final class PhoneFeed {
 
     private func connect() throws {
         let deadline = Monotonic.now + o.connectTimeout
+        let watch = FolderWatch((o.socket as NSString).deletingLastPathComponent)
         while true {
             do {
                 fd = try UnixSocket.connect(path: o.socket)
@@ -105,15 +106,20 @@ final class PhoneFeed {
                 // Another user's socket stays another user's: waiting will not make it ours.
                 if let e = error as? PrivateSocket.Failure, e.foreign { throw error }
                 if Monotonic.now > deadline { throw error }
-                usleep(100_000)
+                // Woken when the socket is bound (again); a refused connect to a socket that is
+                // there but not yet listening is looked at again at the deadline.
+                watch.wait(until: deadline)
             }
         }
     }
 
+    /// Paces the feed on media time: sleeps until the absolute monotonic moment `start + t` (the
+    /// feeder's own realtime tick; nothing else can make it due sooner).
     private func wait(until t: Double) {
         let due = start + t
-        let now = Monotonic.now
-        if due > now { usleep(UInt32(min(due - now, 1) * 1e6)) }
+        guard due > Monotonic.now else { return }
+        var at = timespec(tv_sec: Int(due), tv_nsec: Int((due - due.rounded(.down)) * 1e9))
+        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nil) == EINTR {}
     }
 
     private func send(_ header: [UInt8], payload: UnsafeRawBufferPointer?) throws {
@@ -243,13 +249,5 @@ extension Orientation {
         case .right: return .left
         default: return self
         }
-    }
-}
-
-enum Monotonic {
-    static var now: Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
     }
 }

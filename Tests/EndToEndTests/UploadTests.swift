@@ -114,6 +114,24 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(Double(times.count), 60, accuracy: 2, "the local file is finalized and plays")
     }
 
+    /// A stop (SIGINT) during the backoff between attempts ends the wait at once: with 5 attempts
+    /// the backoff alone would be 1 + 2 + 4 + 8 s; the run ends within a second of the signal,
+    /// fails naming the upload, and keeps a playable file.
+    func testStopDuringTheBackoffEndsItAtOnce() throws {
+        let dir = CLI.scratch()
+        let url = "http://127.0.0.1:\(try LoopbackPort.free())/rec.mp4"
+        CLI.write(Self.pipe(upload: "{url: \"\(url)\", method: POST, attempts: 5}"), to: dir + "/up.pipe")
+        let run = try BackgroundRun(["run", dir + "/up.pipe", "--events", "json"])
+        XCTAssertNotNil(run.waitFor(timeout: 60) { ($0["message"] as? String)?.contains("failed (attempt 1 of 5)") == true }, run.stderr)
+        let signalled = Date()
+        kill(run.process.processIdentifier, SIGINT)
+        XCTAssertEqual(run.waitForExit(timeout: 10), 1, run.stderr)
+        XCTAssertLessThan(Date().timeIntervalSince(signalled), 1.0, "the backoff did not wait out its 1 s, let alone 15 s")
+        XCTAssertTrue(run.stderr.contains("stopped after"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("the file is kept"), run.stderr)
+        XCTAssertEqual(Double(try CLI.videoFrameTimes(dir + "/out.mp4").count), 60, accuracy: 2)
+    }
+
     /// https: the server's certificate is checked, against `ca` here (self-signed for localhost);
     /// against the system's authorities the same server is refused.
     func testHttpsUploadArrivesAndTheCertificateIsChecked() throws {

@@ -78,6 +78,13 @@ extension OptionType {
         func outOfRange(_ s: String) -> ValueProblem {
             ValueProblem(message: "\(name) \(PipeValue.quoted(s)) is out of range (\(rangeText ?? ""))", hint: nil)
         }
+        /// A scalar read by `read` and kept inside `range`.
+        func ranged<T: Comparable>(_ read: (String) -> T?, _ range: ClosedRange<T>) throws(ValueProblem) -> T {
+            let s = try scalar()
+            guard let v = read(s) else { throw bad(s) }
+            guard range.contains(v) else { throw outOfRange(s) }
+            return v
+        }
         switch self {
         case .bool:
             let s = try scalar()
@@ -87,15 +94,9 @@ extension OptionType {
             default: throw bad(s)
             }
         case .int(let r):
-            let s = try scalar()
-            guard let v = Int(s) else { throw bad(s) }
-            guard r.contains(v) else { throw outOfRange(s) }
-            return .int(v)
+            return .int(try ranged({ Int($0) }, r))
         case .number(let r):
-            let s = try scalar()
-            guard let v = Double(s), v.isFinite else { throw bad(s) }
-            guard r.contains(v) else { throw outOfRange(s) }
-            return .number(v)
+            return .number(try ranged({ Double($0).flatMap { $0.isFinite ? $0 : nil } }, r))
         case .string:
             return .string(try scalar())
         case .choice(let choices):
@@ -120,24 +121,15 @@ extension OptionType {
             guard r.contains(v.double) else { throw outOfRange(s) }
             return .rate(v)
         case .bitrate(let r):
-            let s = try scalar()
-            guard let v = ValueSyntax.bitrate(s) else { throw bad(s) }
-            guard r.contains(v) else { throw outOfRange(s) }
-            return .int(v)
+            return .int(try ranged(ValueSyntax.bitrate, r))
         case .duration(let r):
-            let s = try scalar()
-            guard let v = ValueSyntax.duration(s) else { throw bad(s) }
-            guard r.contains(v) else { throw outOfRange(s) }
-            return .duration(v)
+            return .duration(try ranged(ValueSyntax.duration, r))
         case .gain:
             let s = try scalar()
             guard let v = ValueSyntax.gain(s) else { throw bad(s) }
             return .number(v)
         case .byteSize(let r):
-            let s = try scalar()
-            guard let v = ValueSyntax.byteSize(s) else { throw bad(s) }
-            guard r.contains(v) else { throw outOfRange(s) }
-            return .int(v)
+            return .int(try ranged(ValueSyntax.byteSize, r))
         case .color:
             let s = try scalar()
             guard let v = ValueSyntax.color(s) else { throw bad(s) }

@@ -4,13 +4,29 @@ import Foundation
 /// Lets another thread cut short whatever a `NetworkMuxer` is blocked in (connecting, writing to
 /// a stalled peer): libavformat polls it through its interrupt callback about every 100 ms.
 public final class CancelFlag: @unchecked Sendable {
-    private let lock = NSLock()
+    private let condition = NSCondition()
     private var set = false
 
     public init() {}
 
-    public func cancel() { lock.lock(); set = true; lock.unlock() }
-    public var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return set }
+    public func cancel() {
+        condition.lock()
+        set = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    public var isCancelled: Bool { condition.lock(); defer { condition.unlock() }; return set }
+
+    /// Waits `seconds` (a backoff) unless cancelled first; true when cancelled. A cancel ends the wait at once.
+    @discardableResult
+    public func wait(seconds: Double) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while !set && condition.wait(until: deadline) {}
+        return set
+    }
 }
 
 /// A live stream sent to a server by libavformat (FLV over RTMP, MPEG-TS over SRT). Unlike a

@@ -123,11 +123,10 @@ public final class ScreenGrabber {
     /// The frame shares the grabbed buffer (x11grab's shared-memory pool takes it back when released).
     public func next() throws -> Frame {
         av_packet_unref(packet)
+        // The context is blocking (no AVFMT_FLAG_NONBLOCK): x11grab itself waits for the next
+        // tick of `rate`, so a read returns a picture or fails; EAGAIN gets one more read, not a spin.
         var r = av_read_frame(context, packet)
-        while r == avg_error_eagain() {
-            usleep(1000)
-            r = av_read_frame(context, packet)
-        }
+        if r == avg_error_eagain() { r = av_read_frame(context, packet) }
         if r < 0 { throw MediaError("lost X display '\(display)' while capturing: \(AVFailure.message(r))") }
         if let watch, Date().timeIntervalSince(lastWatch) >= 1 {
             lastWatch = Date()

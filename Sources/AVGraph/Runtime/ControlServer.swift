@@ -80,9 +80,21 @@ public final class ControlServer: @unchecked Sendable {
         lock.unlock()
         // The accept thread closes the listener itself once accept returns: no fd is closed under it.
         shutdown(listener, Int32(SHUT_RDWR))
+        descriptorFreed.broadcast()
         wakeWriter()
         // Only the socket we bound: a file put there since is not ours to delete.
         PrivateSocket.remove(path: path, identity: identity)
+    }
+
+    /// Signalled when a client's fd is closed or the server closes.
+    private let descriptorFreed = NSCondition()
+
+    /// Out of fds: back off until a client leaves or the server closes; an fd freed elsewhere in
+    /// the process gives no signal, so the backoff also ends after 100 ms.
+    private func waitForDescriptor() {
+        descriptorFreed.lock()
+        if !isClosed { _ = descriptorFreed.wait(until: Date(timeIntervalSinceNow: 0.1)) }
+        descriptorFreed.unlock()
     }
 
     private var isClosed: Bool { lock.lock(); defer { lock.unlock() }; return closed }
@@ -93,7 +105,7 @@ public final class ControlServer: @unchecked Sendable {
             let fd = accept(listener, nil, nil)
             if fd < 0 {
                 if isClosed || errno == EBADF || errno == EINVAL { return }
-                if errno == EMFILE || errno == ENFILE { usleep(100_000) }
+                if errno == EMFILE || errno == ENFILE { waitForDescriptor() }
                 continue
             }
             // Only the owner may steer the run, whatever the folder's mode.
@@ -160,6 +172,9 @@ public final class ControlServer: @unchecked Sendable {
         clients.removeAll { $0 === client }
         Glibc.close(client.fd)
         lock.unlock()
+        descriptorFreed.broadcast()
+        // The writer may be polling this fd: it builds its list again, so it never waits on an fd reused by another.
+        wakeWriter()
     }
 
     private func reply(_ client: Client, _ line: [UInt8]) {
@@ -250,11 +265,12 @@ public final class ControlServer: @unchecked Sendable {
             // The fds may be closed and reused while polling: a wrong wake-up only costs a retry,
             // since every send happens under the lock after checking the client is still open.
             var fds = [pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)] + waitingFDs.map { pollfd(fd: $0, events: Int16(POLLOUT), revents: 0) }
-            let ready = poll(&fds, nfds_t(fds.count), waiting.isEmpty ? -1 : 1000)
+            let ready = poll(&fds, nfds_t(fds.count), -1)
             if fds[0].revents != 0 { while Glibc.read(wake[0], &drain, drain.count) > 0 {} }
             lock.lock()
-            // Writable (or hung up: the send then says so); after a quiet second, all are tried again.
-            for (i, c) in waiting.enumerated() where fds[i + 1].revents != 0 || ready == 0 { c.blocked = false }
+            // Writable, or hung up (the send then says so): poll reports both, and a client that
+            // leaves wakes this loop (`finish`), so no retry timer is needed.
+            for (i, c) in waiting.enumerated() where fds[i + 1].revents != 0 || ready < 0 { c.blocked = false }
             lock.unlock()
         }
     }

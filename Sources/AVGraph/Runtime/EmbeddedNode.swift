@@ -48,9 +48,17 @@ import Foundation
         changes.settle(outlet, received: buffer)
     }
 
+    /// How long one `produce` call may wait for media of the source's own (a live source with no
+    /// producer) before this host wakes it, as a run wakes it when it has something to do.
+    public var producePatience: Double = 0.05
+
     /// One `produce` call; false when the source ended (or reached the duration).
     public func produce() throws -> Bool {
         guard let source = node as? Source else { throw MediaError("\(type(of: node)) is not a Source: it does not produce") }
+        let outlet = self.outlet!
+        let wake = DispatchWorkItem { outlet.wake() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + producePatience, execute: wake)
+        defer { wake.cancel() }
         let more = try source.produce(outlet)
         changes.settle(outlet)
         return more && !outlet.reachedEnd

@@ -61,6 +61,24 @@ public final class Outlet: @unchecked Sendable {
     public var sourceClock: Double { run.clock }
     public var events: EventLog { run.events }
 
+    private let wakeLock = NSLock()
+    private var wakers: [@Sendable () -> Void] = []
+
+    /// A source that waits on something of its own (an ingest queue) says how to wake it: the run
+    /// calls `wake` when it stops or a live change arrives, so that wait never needs a timeout.
+    public func onWake(_ wake: @escaping @Sendable () -> Void) {
+        wakeLock.lock()
+        wakers.append(wake)
+        wakeLock.unlock()
+    }
+
+    func wake() {
+        wakeLock.lock()
+        let all = wakers
+        wakeLock.unlock()
+        for w in all { w() }
+    }
+
     /// Sends `buffer` to every node connected to output `output`. Sources are paced by the clock
     /// in realtime runs and cut at the pipeline's `duration`.
     public func emit(_ buffer: MediaBuffer, output: Int = 0) {

@@ -36,10 +36,12 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             inbox.condition.lock()
             inbox.condition.broadcast()
             inbox.condition.unlock()
+            outlet?.wake()
         }
 
         func enqueueChange(_ option: String, _ value: OptionValue, at: Double, done: @escaping (Error?) -> Void) {
             changes.enqueue(option, value, at: at, done: done)
+            outlet?.wake()
         }
 
         func applyChanges() { changes.apply(to: node, outlet) }
@@ -249,7 +251,10 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         wake.broadcast()
         wake.unlock()
         // Producers blocked on a full lane look at `isStopping` again.
-        for r in runners { r.inbox.wake() }
+        for r in runners {
+            r.inbox.wake()
+            r.outlet?.wake()
+        }
         events.emit(.stopping(.init(reason: reason)))
     }
 

@@ -30,9 +30,9 @@ public final class AppSourceNode: Source, Node, LiveSource, @unchecked Sendable 
 
     override public func produce(_ out: Outlet) throws -> Bool {
         if let duration, out.clock >= duration { return false }
-        switch hub.queue.next(timeout: 0.05) {
+        switch emitter.next(out, duration: duration) {
         case .item(let item): try emitter.emit(item, out)
-        case .timeout:
+        case .woken, .deadline:
             try emitter.idle(out)
             if hub.producerAway { try emitter.producerLeft(out) }
         case .ended: return false

@@ -188,7 +188,12 @@ final class IngestHub: @unchecked Sendable {
     /// An in-process producer said it stopped sending (`AppSource.leave()`); a push clears it.
     var producerAway: Bool {
         get { awayLock.lock(); defer { awayLock.unlock() }; return away }
-        set { awayLock.lock(); away = newValue; awayLock.unlock() }
+        set {
+            awayLock.lock()
+            away = newValue
+            awayLock.unlock()
+            if newValue { queue.wake() }
+        }
     }
 }
 
@@ -254,6 +259,22 @@ final class IngestEmitter {
         try place(item, out)
         reportDrops(out)
     }
+
+    /// The next item for the node, waiting for one, the end, a wake (a producer came or went,
+    /// the run stops or changes an option), the pipeline's `duration` or the moment waiting
+    /// audio is anchored on its own; `deadline` (monotonic) is the node's own.
+    func next(_ out: Outlet, duration: Double?, deadline: Double? = nil) -> IngestQueue.Next {
+        if !wakeRegistered {
+            wakeRegistered = true
+            let queue = hub.queue
+            out.onWake { queue.wake() }
+        }
+        let now = Monotonic.now
+        let due = [deadline, duration.map { now + max(0, $0 - out.clock) }, waiting.first.map { $0.arrival + anchorWait }]
+        return hub.queue.next(until: due.compactMap { $0 }.min())
+    }
+
+    private var wakeRegistered = false
 
     /// Nothing arrived for a while (or the source ends): a session's audio that waited long
     /// enough for a picture is anchored on its own.

@@ -8,8 +8,8 @@ public enum IngestDropPolicy: String, Sendable, CaseIterable {
 }
 
 /// The bounded hand-over between a producer that must never wait (a sample handler, a socket
-/// reader) and the source node's thread. The producer holds the lock only to append a reference;
-/// pictures are bounded by count, audio by seconds queued.
+/// reader) and the source node's thread: a `HandOff` whose video lane is bounded by pictures
+/// (by `policy`) and whose audio lane by seconds queued (a full one refuses the newest).
 final class IngestQueue: @unchecked Sendable {
     struct Item {
         /// 0 video, 1 app audio, 2 mic audio.
@@ -23,127 +23,49 @@ final class IngestQueue: @unchecked Sendable {
         var session: Int
     }
 
-    private let condition = NSCondition()
-    /// Taken slots are set to nil at once: a consumed picture must go back to its pool now.
-    private var items: [Item?] = []
-    private var head = 0
-    private var videoQueued = 0
-    private var audioQueued = 0.0
-    private var ended = false
+    typealias Next = HandOff<Item>.Next
+
+    let handOff: HandOff<Item>
     let videoCapacity: Int
     let audioCapacity: Double
     let policy: IngestDropPolicy
-    private(set) var droppedVideo = 0
-    private(set) var droppedAudio = 0
 
     init(videoCapacity: Int, audioCapacity: Double, policy: IngestDropPolicy) {
         self.videoCapacity = max(1, videoCapacity)
         self.audioCapacity = max(0.01, audioCapacity)
         self.policy = policy
-        items.reserveCapacity(256)
+        handOff = HandOff(bounds: [.init(Double(self.videoCapacity), policy == .oldest ? .dropOldest : .dropNewest),
+                                   .init(self.audioCapacity, .dropNewest)],
+                          measure: { $0.pad == 0 ? (0, 1) : (1, Self.seconds($0.frame)) })
     }
 
     /// Whether a picture would be taken now (checked before copying it).
-    func hasRoomForVideo() -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return !ended && (videoQueued < videoCapacity || policy == .oldest)
-    }
+    func hasRoomForVideo() -> Bool { handOff.hasRoom(lane: 0, cost: 1) }
 
-    func hasRoomForAudio(seconds: Double) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return !ended && audioQueued + seconds <= audioCapacity
-    }
+    func hasRoomForAudio(seconds: Double) -> Bool { handOff.hasRoom(lane: 1, cost: seconds) }
 
     /// Appends `item`; false when it was dropped by policy. Never waits.
-    func push(_ item: Item) -> Bool {
-        var evicted: Frame?
-        condition.lock()
-        if ended { condition.unlock(); return false }
-        if item.pad == 0 {
-            if videoQueued >= videoCapacity {
-                guard policy == .oldest, let i = items[head...].firstIndex(where: { $0?.pad == 0 }) else {
-                    droppedVideo += 1
-                    condition.unlock()
-                    return false
-                }
-                evicted = items.remove(at: i)?.frame
-                videoQueued -= 1
-                droppedVideo += 1
-            }
-            videoQueued += 1
-        } else {
-            let seconds = Self.seconds(item.frame)
-            if audioQueued + seconds > audioCapacity {
-                droppedAudio += 1
-                condition.unlock()
-                return false
-            }
-            audioQueued += seconds
-        }
-        items.append(item)
-        condition.signal()
-        condition.unlock()
-        _ = evicted  // released outside the lock
-        return true
-    }
+    func push(_ item: Item) -> Bool { handOff.push(item) }
 
     /// A buffer refused before it was copied (no room) still counts as a drop.
-    func noteDropped(pad: Int) {
-        condition.lock()
-        if pad == 0 { droppedVideo += 1 } else { droppedAudio += 1 }
-        condition.unlock()
-    }
+    func noteDropped(pad: Int) { handOff.noteDropped(lane: pad == 0 ? 0 : 1) }
 
     /// The producer is done: the node ends once the queue is empty.
-    func end() {
-        condition.lock()
-        ended = true
-        condition.broadcast()
-        condition.unlock()
-    }
+    func end() { handOff.end() }
 
-    enum Next { case item(Item), timeout, ended }
+    /// Wakes the node's thread: a producer came or went, a note waits, the run stops.
+    func wake() { handOff.wake() }
 
-    /// The oldest item, waiting at most `timeout` seconds.
-    func next(timeout: Double) -> Next {
-        condition.lock()
-        defer { condition.unlock() }
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while head == items.count {
-            if ended { return .ended }
-            if !condition.wait(until: deadline) { return head == items.count ? (ended ? .ended : .timeout) : take() }
-        }
-        return take()
-    }
+    /// The oldest item, waiting for one, the end, a `wake()` or monotonic `deadline`.
+    func next(until deadline: Double?) -> Next { handOff.next(until: deadline) }
 
-    private func take() -> Next {
-        let item = items[head]!
-        items[head] = nil
-        head += 1
-        if head > 64 && head * 2 > items.count {
-            items.removeFirst(head)
-            head = 0
-        }
-        if item.pad == 0 { videoQueued -= 1 } else { audioQueued = max(0, audioQueued - Self.seconds(item.frame)) }
-        return .item(item)
-    }
+    /// What is still queued, without waiting (the node is finishing).
+    func remaining() -> Item? { handOff.poll() }
 
     var counts: (video: Int, audio: Int) {
-        condition.lock()
-        defer { condition.unlock() }
-        return (droppedVideo, droppedAudio)
+        let d = handOff.drops
+        return (d[0], d[1])
     }
 
     static func seconds(_ f: Frame) -> Double { f.sampleRate > 0 ? Double(f.sampleCount) / Double(f.sampleRate) : 0 }
-}
-
-/// Monotonic seconds (CLOCK_MONOTONIC), cheap and never jumping.
-enum Monotonic {
-    static var now: Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-    }
 }

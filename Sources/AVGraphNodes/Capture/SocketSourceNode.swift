@@ -67,9 +67,10 @@ public final class SocketSourceNode: Source, Node, LiveSource, @unchecked Sendab
         }
         report(out)
         if let duration, out.clock >= duration { return false }
-        switch hub.queue.next(timeout: 0.05) {
+        let warnAt = receiver.isConnected ? nil : Monotonic.now + max(0, lastWarning + idleWarning - out.clock)
+        switch emitter.next(out, duration: duration, deadline: warnAt) {
         case .item(let item): try emitter.emit(item, out)
-        case .timeout:
+        case .woken, .deadline:
             try emitter.idle(out)
             if !receiver.isConnected { try emitter.producerLeft(out) }
             if !receiver.isConnected && out.clock - lastWarning >= idleWarning {
@@ -103,7 +104,7 @@ public final class SocketSourceNode: Source, Node, LiveSource, @unchecked Sendab
 }
 
 /// The socket's reader thread: accepts producers, reads whole messages without blocking the
-/// pipeline (non-blocking reads, a poll of 100 ms so it can stop), hands them to the hub.
+/// pipeline (non-blocking reads; poll(2) wakes on data, a producer or `stop`), hands them to the hub.
 final class SocketReceiver: @unchecked Sendable {
     struct Note { var warning: Bool; var message: String; var producer: Event.Producer? }
 
@@ -116,6 +117,7 @@ final class SocketReceiver: @unchecked Sendable {
     private let lock = NSLock()
     private var notes: [Note] = []
     private var stopped = false
+    private let stopEvent = StopEvent()
     private var connected = false
     private let done = DispatchSemaphore(value: 0)
     private var started = false
@@ -152,6 +154,7 @@ final class SocketReceiver: @unchecked Sendable {
         let first = !stopped
         stopped = true
         lock.unlock()
+        stopEvent.signal()
         if first && started { done.wait() }
     }
 
@@ -170,12 +173,14 @@ final class SocketReceiver: @unchecked Sendable {
         lock.lock()
         notes.append(Note(warning: warning, message: message, producer: producer))
         lock.unlock()
+        hub.queue.wake()
     }
 
     private func loop() {
         while !isStopped {
             let fds = connection >= 0 ? [listener, connection] : [listener]
-            let ready = UnixSocket.readable(fds, timeout: 0.1)
+            let ready = UnixSocket.readable(fds, orStop: stopEvent)
+            if ready.isEmpty { break }
             if ready[0], let c = UnixSocket.accept(listener, refused: { uid in
                 note(true, "refused a connection from another user (uid \(uid)): only this user's processes may send")
             }) {

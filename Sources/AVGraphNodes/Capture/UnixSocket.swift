@@ -34,12 +34,13 @@ public enum UnixSocket {
         return c
     }
 
-    /// Which of `fds` are readable (or hung up) within `timeout` seconds.
-    public static func readable(_ fds: [Int32], timeout: Double) -> [Bool] {
-        var p = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-        let n = poll(&p, nfds_t(p.count), Int32(timeout * 1000))
-        guard n > 0 else { return fds.map { _ in false } }
-        return p.map { $0.revents != 0 }
+    /// Which of `fds` are readable (or hung up), waiting for one of them or for `stop` to become
+    /// readable; an empty answer when `stop` did.
+    static func readable(_ fds: [Int32], orStop stop: StopEvent) -> [Bool] {
+        var p = ([stop.fd] + fds).map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        while poll(&p, nfds_t(p.count), -1) < 0 && errno == EINTR {}
+        if p[0].revents != 0 { return [] }
+        return p.dropFirst().map { $0.revents != 0 }
     }
 
     /// Reads what is available into `buffer`; 0 at end of stream, -1 when nothing is there yet,

@@ -2,93 +2,70 @@ import AVGraph
 import CFFmpeg
 import Foundation
 
-/// Compressed packets between a network reader and its decoder, bounded by bytes: past the
-/// limit (the pipeline far behind) packets are dropped, video up to the next keyframe.
+/// Compressed packets between a network reader and its decoder: a `HandOff` bounded by bytes.
+/// Past the limit (the pipeline far behind) packets are dropped, video up to the next keyframe.
+/// One producer (the reader thread) pushes; the keyframe state is that thread's alone.
 final class PacketBacklog: @unchecked Sendable {
     enum Item {
         case begin(SessionDecoding)
         case packet(UnsafeMutablePointer<AVPacket>, pad: Int)
     }
 
-    private let condition = NSCondition()
-    private var items: [Item] = []
-    private var head = 0
-    private var bytes = 0
-    private var ended = false
+    private let handOff: HandOff<Item>
     private var videoWaitsForKeyframe = false
-    private let limit: Int
-    private(set) var dropped = 0
 
-    init(limit: Int) { self.limit = limit }
+    init(limit: Int) {
+        handOff = HandOff(bounds: [.init(Double(limit), .dropNewest)]) { item in
+            guard case .packet(let p, _) = item else { return (0, 0) }
+            return (0, Double(p.pointee.size))
+        }
+    }
 
     deinit { discard() }
 
     /// Takes `packet`'s reference (leaving it blank for the next read).
     func push(_ packet: UnsafeMutablePointer<AVPacket>, pad: Int) {
-        condition.lock()
-        defer { condition.unlock() }
         let key = packet.pointee.flags & avg_pkt_flag_key() != 0
-        if pad == 0 && videoWaitsForKeyframe && !key { dropped += 1; return }
-        if pad == 0 { videoWaitsForKeyframe = false }
-        if ended || bytes + Int(packet.pointee.size) > limit {
-            dropped += 1
-            if pad == 0 { videoWaitsForKeyframe = true }
+        if pad == 0 && videoWaitsForKeyframe && !key {
+            handOff.noteDropped(lane: 0)
             return
         }
-        let copy = av_packet_alloc()!
+        if pad == 0 { videoWaitsForKeyframe = false }
+        var copy: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()!
         av_packet_move_ref(copy, packet)
-        bytes += Int(copy.pointee.size)
-        items.append(.packet(copy, pad: pad))
-        condition.signal()
+        if !handOff.push(.packet(copy!, pad: pad)) {
+            av_packet_free(&copy)
+            if pad == 0 { videoWaitsForKeyframe = true }
+        }
     }
 
     /// A new publisher session: the packets after this are its own.
     func begin(_ session: SessionDecoding) {
-        condition.lock()
         videoWaitsForKeyframe = false
-        items.append(.begin(session))
-        condition.signal()
-        condition.unlock()
+        handOff.push(.begin(session))
     }
 
-    func end() {
-        condition.lock()
-        ended = true
-        condition.broadcast()
-        condition.unlock()
-    }
+    /// The reader is done: the decoder takes what is queued, then ends.
+    func end() { handOff.end() }
 
-    /// The oldest item (the caller frees a packet), waiting for one; nil once ended and empty, or cancelled.
-    func next(_ cancel: CancelFlag) -> Item? {
-        condition.lock()
-        defer { condition.unlock() }
-        while head == items.count {
-            if ended || cancel.isCancelled { return nil }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
-        }
-        if cancel.isCancelled { return nil }
-        let item = items[head]
-        head += 1
-        if head > 256 && head * 2 > items.count {
-            items.removeFirst(head)
-            head = 0
-        }
-        if case .packet(let p, _) = item { bytes -= Int(p.pointee.size) }
+    /// The source stops: the decoder's wait ends at once, whatever is queued.
+    func stop() { handOff.stop() }
+
+    /// The oldest item (the caller frees a packet), waiting for one; nil once ended and empty, or stopped.
+    func next() -> Item? {
+        guard case .item(let item) = handOff.next() else { return nil }
         return item
     }
 
+    var dropped: Int { handOff.drops[0] }
+
     /// Frees what is left (the decoder has stopped).
     func discard() {
-        condition.lock()
-        ended = true
-        for i in head..<items.count {
-            guard case .packet(let packet, _) = items[i] else { continue }
+        handOff.stop()
+        for item in handOff.removeAll() {
+            guard case .packet(let packet, _) = item else { continue }
             var p: UnsafeMutablePointer<AVPacket>? = packet
             av_packet_free(&p)
         }
-        items.removeAll()
-        head = 0
-        bytes = 0
-        condition.unlock()
     }
 }

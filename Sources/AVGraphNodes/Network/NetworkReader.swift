@@ -1,0 +1,155 @@
+import AVGraph
+import CFFmpeg
+import Foundation
+
+/// The reader thread of a network source: waits for a publisher (or connects to the server),
+/// demuxes and decodes its stream, hands the frames to the hub; when the publisher goes, it
+/// waits for the next one on the same URL. Every blocking call is cut short by `stop()`.
+final class NetworkReader: @unchecked Sendable {
+    enum Note { case warning(String), event(Event.Kind) }
+
+    let input: NetworkInput
+    let shownURL: String
+    let hub: IngestHub
+    let cancel = CancelFlag()
+    private let lock = NSLock()
+    private var notes: [Note] = []
+    private var connected = false
+    private var failed: MediaError?
+    private var session = 0
+    private var packets = 0
+    let backlog = PacketBacklog(limit: 64 << 20)
+    private let done = DispatchSemaphore(value: 0)
+    private var started = false
+
+    init(_ input: NetworkInput, hub: IngestHub) {
+        self.input = input
+        self.hub = hub
+        shownURL = NetworkSourceOptions.redacted(input.url)
+    }
+
+    func start() {
+        started = true
+        input.listener?.start()
+        let t = Thread { [self] in
+            loop()
+            done.signal()
+        }
+        t.name = "network-reader"
+        t.start()
+    }
+
+    func stop() {
+        guard !cancel.isCancelled else { return }
+        cancel.cancel()
+        // Wakes the decoder waiting for packets and a push waiting for room in the hub's queue.
+        backlog.stop()
+        hub.queue.wake()
+        input.listener?.stop()
+        if started { done.wait() }
+    }
+
+    var isConnected: Bool { lock.lock(); defer { lock.unlock() }; return connected }
+    var failure: MediaError? { lock.lock(); defer { lock.unlock() }; return failed }
+
+    func takeNotes() -> [Note] {
+        let refused = input.listener?.takeNotes() ?? []
+        lock.lock()
+        defer { lock.unlock() }
+        let n = notes + refused.map { Note.warning($0) }
+        notes.removeAll()
+        return n
+    }
+
+    func note(_ n: Note) {
+        lock.lock()
+        notes.append(n)
+        lock.unlock()
+        hub.queue.wake()
+    }
+
+    private func loop() {
+        let decoded = DispatchSemaphore(value: 0)
+        let worker = Thread { [self] in
+            decode()
+            decoded.signal()
+        }
+        worker.name = "network-decode"
+        worker.start()
+        defer {
+            backlog.end()
+            decoded.wait()
+        }
+        var delay = 0.5
+        var lastWarning = ""
+        while !cancel.isCancelled {
+            var options = input.options
+            options["rw_timeout"] = String(Int64(input.timeout * 1e6))
+            let demuxer: Demuxer
+            let peer: String
+            let stream: PublisherStream?
+            do {
+                guard let opened = try open(options) else { break }
+                (demuxer, peer, stream) = opened
+            } catch {
+                if cancel.isCancelled { break }
+                // A publisher that hangs up during the handshake, or a server not there yet: try again.
+                let message = "\(error)"
+                if message != lastWarning { note(.warning(message)) }
+                lastWarning = message
+                cancel.wait(seconds: input.listen ? 0.1 : delay)
+                delay = min(delay * 2, 5)
+                continue
+            }
+            delay = 0.5
+            lastWarning = ""
+            session += 1
+            lock.lock()
+            connected = true
+            lock.unlock()
+            note(.event(.publisher(.init(state: .connected, session: session, peer: peer, url: shownURL))))
+            let started = Monotonic.now
+            var reason = "ended"
+            packets = 0
+            do { try read(demuxer, connectedAt: started) } catch {
+                reason = cancel.isCancelled ? "stopped" : "\(error)"
+            }
+            stream?.abandon()
+            lock.lock()
+            connected = false
+            lock.unlock()
+            note(.event(.publisher(.init(state: .disconnected, session: session, peer: peer, url: shownURL, reason: reason,
+                                         seconds: ((Monotonic.now - started) * 1000).rounded() / 1000, packets: packets))))
+        }
+    }
+
+    /// One publisher's session, until it ends or breaks. This thread only reads the network and
+    /// queues packets; the decoding thread does the rest. So the reader never waits on the
+    /// pipeline (SRT in live mode throws away what is not read in time; compressed packets are
+    /// small enough to hold seconds of them), and it listens again as soon as a publisher goes.
+    private func read(_ demuxer: Demuxer, connectedAt: Double) throws {
+        let videoIndex = demuxer.bestStream(AVMEDIA_TYPE_VIDEO)
+        let audioIndex = demuxer.bestStream(AVMEDIA_TYPE_AUDIO)
+        func decoder(_ i: Int?) throws -> Decoder? {
+            guard let i else { return nil }
+            let s = demuxer.stream(i)
+            return try Decoder(parameters: s.pointee.codecpar, timeBase: Rational(s.pointee.time_base),
+                               threads: NetworkReader.decoderThreads, maxPixels: input.maxSize.width * input.maxSize.height)
+        }
+        let decoding = SessionDecoding(
+            session: session, connectedAt: connectedAt, decoders: [try decoder(videoIndex), try decoder(audioIndex)],
+            timeBases: [videoIndex, audioIndex].map { $0.map { Rational(demuxer.stream($0).pointee.time_base) } ?? Rational(1, 1) },
+            orientation: videoIndex.map { FileProbe.orientation(of: demuxer.stream($0)) } ?? .up)
+        backlog.begin(decoding)
+        let packet = av_packet_alloc()!
+        defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
+        while !cancel.isCancelled {
+            guard try demuxer.read(into: packet) else { break }
+            let i = Int(packet.pointee.stream_index)
+            guard let pad = i == videoIndex ? 0 : i == audioIndex ? 1 : nil else { continue }
+            packets += 1
+            backlog.push(packet, pad: pad)
+        }
+    }
+
+}

@@ -1,0 +1,76 @@
+import AVGraph
+import Foundation
+
+/// The node side of a network source: starts the reader, maps its sessions onto the run's
+/// clock through the ingest emitter (the same reconnect behaviour as the `socket` source),
+/// reports publishers and ends the run after `idle` without one.
+final class NetworkSourceCore {
+    let hub: IngestHub
+    let emitter: IngestEmitter
+    let reader: NetworkReader
+    private let idle: Double?
+    private let duration: Double?
+    private var announced = false
+    private var idleSince = 0.0
+
+    init(_ setup: NodeSetup, input: NetworkInput) {
+        // A decoded picture refused when the queue stays full breaks no reference chain: drop the newest.
+        hub = IngestHub(videoCapacity: setup[NetworkSourceOptions.buffer], audioCapacity: setup[IngestOptions.audioBuffer], policy: .newest,
+                        privacy: input.privacy)
+        emitter = IngestEmitter(hub: hub, outputs: setup.outputs)
+        idle = setup[NetworkSourceOptions.idle]
+        duration = setup.duration
+        reader = NetworkReader(input, hub: hub)
+        reader.start()
+    }
+
+    func produce(_ out: Outlet) throws -> Bool {
+        if !announced {
+            announced = true
+            idleSince = out.clock
+            if reader.input.listen { out.event(.listening(.init(path: reader.shownURL))) }
+        }
+        report(out)
+        if let duration, out.clock >= duration { return false }
+        // Without a publisher, the wait ends when `idle` runs out; the reader wakes it for anything sooner.
+        let idleEnds = reader.isConnected ? nil : idle.map { Monotonic.now + max(0, idleSince + $0 - out.clock) }
+        switch emitter.next(out, duration: duration, deadline: idleEnds) {
+        case .item(let item): try emitter.emit(item, out)
+        case .woken, .deadline:
+            try emitter.idle(out)
+            if !reader.isConnected { try emitter.producerLeft(out) }
+        case .ended: return false
+        }
+        if reader.isConnected { idleSince = out.clock }
+        if let idle, out.clock - idleSince >= idle {
+            out.event(.idle(.init(seconds: idle, url: reader.shownURL)))
+            return false
+        }
+        if let failure = reader.failure { throw failure }
+        return !out.reachedEnd
+    }
+
+    private func report(_ out: Outlet) {
+        for note in reader.takeNotes() {
+            switch note {
+            case .warning(let message): out.warning(message)
+            case .event(let kind): out.event(kind)
+            }
+        }
+    }
+
+    /// Stopped (SIGTERM when the publisher left nginx, Ctrl-C): what was already decoded still
+    /// goes into the recording.
+    func finish(_ out: Outlet) throws {
+        reader.stop()
+        report(out)
+        hub.finish()
+        while let item = hub.queue.remaining() { try emitter.emit(item, out) }
+        emitter.reportDrops(out)
+    }
+
+    func abort() {
+        reader.stop()
+        hub.finish()
+    }
+}
