@@ -43,6 +43,16 @@ final class EventSchemaTests: XCTestCase {
         let eos = try Event.decode(line: String(lines.last!))
         guard case .eos(let end) = eos.kind else { return XCTFail("last event is not eos") }
         XCTAssertEqual(end.sinks.first?.frames, 90)
+        // Where the CPU went: every node's thread, all of them together no more than the process
+        // (which also counts the threads nodes start themselves, such as x264's).
+        let cpu = try XCTUnwrap(end.cpu)
+        let names = try CLI.run(["check", CLI.packageRoot + "/pipelines/live.pipe", "--format", "json"]).stdout
+        for node in cpu.nodes { XCTAssertTrue(names.contains("\"\(node.node)\""), node.node) }
+        XCTAssertGreaterThan(cpu.nodes.count, 5)
+        let nodeSum = cpu.nodes.map(\.seconds).reduce(0, +)
+        XCTAssertGreaterThan(nodeSum, 0)
+        XCTAssertLessThanOrEqual(nodeSum, cpu.process + 0.01)
+        XCTAssertGreaterThan(cpu.process, 0.3, "3 s of 720p H.264 cost more than that")
         let probe = try CLI.probe(dir + "/live.mp4")
         XCTAssertEqual(Double(CLI.stream(probe, "video")?["nb_frames"] as? String ?? ""), 90)
     }

@@ -134,9 +134,24 @@ extension Event {
         /// Why it ended: `end` (sources finished or `duration` reached), `SIGINT`, `error`, or a `ctl stop --reason`.
         public var reason: String
         public var sinks: [SinkSummary]
-        enum CodingKeys: String, CodingKey { case mediaTime = "media_time", peakRSS = "peak_rss", reason, sinks }
-        public init(mediaTime: Double, peakRSS: Int, reason: String, sinks: [SinkSummary]) {
-            self.mediaTime = mediaTime; self.peakRSS = peakRSS; self.reason = reason; self.sinks = sinks
+        /// Where the run's CPU went: the process, and each node's own thread.
+        public var cpu: CPU?
+        enum CodingKeys: String, CodingKey { case mediaTime = "media_time", peakRSS = "peak_rss", reason, sinks, cpu }
+        public init(mediaTime: Double, peakRSS: Int, reason: String, sinks: [SinkSummary], cpu: CPU? = nil) {
+            self.mediaTime = mediaTime; self.peakRSS = peakRSS; self.reason = reason; self.sinks = sinks; self.cpu = cpu
+        }
+
+        /// CPU seconds (user + system). A node's thread leaves out the threads it starts itself
+        /// (an encoder's frame threads, scaler slices): those count only in `process`.
+        public struct CPU: Codable, Sendable {
+            public var process: Double
+            public var nodes: [NodeCPU]
+            public init(process: Double, nodes: [NodeCPU]) { self.process = process; self.nodes = nodes }
+        }
+        public struct NodeCPU: Codable, Sendable {
+            public var node: String
+            public var seconds: Double
+            public init(node: String, seconds: Double) { self.node = node; self.seconds = seconds }
         }
     }
 

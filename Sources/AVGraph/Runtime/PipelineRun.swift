@@ -22,6 +22,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         let changes = LiveChanges()
         /// What a sink received, for `eos` and the exit line.
         let tally = SinkTally()
+        /// CPU seconds of the node's own thread, set as that thread ends.
+        var cpuSeconds = 0.0
 
         init(name: String, node: any Node, inbox: Inbox, isSource: Bool, inputNames: [String]) {
             self.name = name
@@ -278,6 +280,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             finished.enter()
             let thread = Thread { [self] in
                 self.loop(r)
+                r.cpuSeconds = CPUTime.thisThread
                 self.finished.leave()
             }
             thread.name = r.name
@@ -294,7 +297,9 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         let f = failure
         let reason = stopReason
         stateLock.unlock()
-        events.emit(.eos(.init(mediaTime: s.mediaTime, peakRSS: ProcessMemory.peakResidentBytes, reason: reason, sinks: sinkSummaries)))
+        let cpu = EndOfStream.CPU(process: CPUTime.process, nodes: runners.map { .init(node: $0.name, seconds: $0.cpuSeconds) })
+        events.emit(.eos(.init(mediaTime: s.mediaTime, peakRSS: ProcessMemory.peakResidentBytes, reason: reason, sinks: sinkSummaries,
+                               cpu: cpu)))
         events.flush()
         if let f { throw f }
     }
