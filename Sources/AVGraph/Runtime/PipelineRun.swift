@@ -297,7 +297,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         let f = failure
         let reason = stopReason
         stateLock.unlock()
-        let cpu = EndOfStream.CPU(process: CPUTime.process, nodes: runners.map { .init(node: $0.name, seconds: $0.cpuSeconds) })
+        let cpu = Event.EndOfStream.CPU(process: CPUTime.process, nodes: runners.map { .init(node: $0.name, seconds: $0.cpuSeconds) })
         events.emit(.eos(.init(mediaTime: s.mediaTime, peakRSS: ProcessMemory.peakResidentBytes, reason: reason, sinks: sinkSummaries,
                                cpu: cpu)))
         events.flush()
