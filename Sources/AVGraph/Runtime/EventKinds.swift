@@ -146,13 +146,8 @@ extension Event {
         public struct CPU: Codable, Sendable {
             public var process: Double
             public var nodes: [NodeCPU]
-            public init(process: Double, nodes: [NodeCPU]) { self.process = process; self.nodes = nodes }
         }
-        public struct NodeCPU: Codable, Sendable {
-            public var node: String
-            public var seconds: Double
-            public init(node: String, seconds: Double) { self.node = node; self.seconds = seconds }
-        }
+        public struct NodeCPU: Codable, Sendable { public var node: String; public var seconds: Double }
     }
 
     /// A live option change took effect at `media_time`; `value` in the option's own type.
