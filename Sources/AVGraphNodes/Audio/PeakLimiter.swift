@@ -17,15 +17,20 @@ final class PeakLimiter {
     var delay: Int { lookahead + 1 }
     private let releaseCoefficient: Float
     private let mask: Int
-    private var x: [[Float]]
+    // Raw rings, allocated once: this runs per sample and channel on every mixed block, where
+    // arrays' bounds, uniqueness and exclusivity checks cost more than the arithmetic.
+    /// The last `mask + 1` input samples of each channel, channel c at `x + c * (mask + 1)`.
+    private let x: UnsafeMutablePointer<Float>
     /// Peak of the segment between samples i and i+1 (all channels).
-    private var segment: [Float]
-    /// Min-hold of needed gains over the look-ahead: a monotonic queue of (index, gain).
-    private var holdIndex: [Int]
-    private var holdGain: [Float]
+    private let segment: UnsafeMutablePointer<Float>
+    /// Min-hold of needed gains over the look-ahead: a monotonic queue of (index, gain) in a
+    /// ring from `holdHead` to `holdTail` (at most `lookahead + 1` entries).
+    private let holdIndex: UnsafeMutablePointer<Int>
+    private let holdGain: UnsafeMutablePointer<Float>
     private var holdHead = 0
+    private var holdTail = 0
     private var envelope: Float = 1
-    private var box: [Float]
+    private let box: UnsafeMutablePointer<Float>
     private var boxSum: Double
     /// Input samples taken so far.
     private var n = 0
@@ -38,12 +43,25 @@ final class PeakLimiter {
         var size = 1
         while size < lookahead + 8 { size <<= 1 }
         mask = size - 1
-        x = Array(repeating: Array(repeating: 0, count: size), count: channels)
-        segment = Array(repeating: 0, count: size)
-        holdIndex = []
-        holdGain = []
-        box = Array(repeating: 1, count: lookahead)
+        x = .allocate(capacity: channels * size)
+        x.initialize(repeating: 0, count: channels * size)
+        segment = .allocate(capacity: size)
+        segment.initialize(repeating: 0, count: size)
+        holdIndex = .allocate(capacity: size)
+        holdIndex.initialize(repeating: 0, count: size)
+        holdGain = .allocate(capacity: size)
+        holdGain.initialize(repeating: 1, count: size)
+        box = .allocate(capacity: lookahead)
+        box.initialize(repeating: 1, count: lookahead)
         boxSum = Double(lookahead)
+    }
+
+    deinit {
+        x.deallocate()
+        segment.deallocate()
+        holdIndex.deallocate()
+        holdGain.deallocate()
+        box.deallocate()
     }
 
     /// Takes `count` samples per channel from `planes` and writes the limited output, `delay`
@@ -51,8 +69,9 @@ final class PeakLimiter {
     /// (`count`, less the delay on the first call).
     func process(_ planes: [UnsafeMutablePointer<Float>], count: Int) -> Int {
         var written = 0
+        let stride = mask + 1
         for i in 0..<count {
-            for c in 0..<channels { x[c][n & mask] = planes[c][i] }
+            for c in 0..<channels { x[c * stride + (n & mask)] = planes[c][i] }
             if step(into: planes, at: written) { written += 1 }
         }
         return written
@@ -61,8 +80,9 @@ final class PeakLimiter {
     /// The samples still inside: pushes silence through and writes the last `delay` outputs.
     func flush(into planes: [UnsafeMutablePointer<Float>]) -> Int {
         var written = 0
+        let stride = mask + 1
         for _ in 0..<delay {
-            for c in 0..<channels { x[c][n & mask] = 0 }
+            for c in 0..<channels { x[c * stride + (n & mask)] = 0 }
             if step(into: planes, at: written) { written += 1 }
         }
         return written
@@ -70,28 +90,23 @@ final class PeakLimiter {
 
     /// Sample n has just been stored: the segment n-2..n-1 is known, so is the peak around
     /// sample k = n-2, its needed gain, and the output of sample k - lookahead + 1.
+    @inline(__always)
     private func step(into planes: [UnsafeMutablePointer<Float>], at position: Int) -> Bool {
         defer { n += 1 }
         segment[(n - 2) & mask] = segmentPeak(from: n - 2)
         let k = n - 2
         guard k >= 0 else { return false }
+        let stride = mask + 1
         var peak = max(segment[(k - 1) & mask], segment[k & mask])
-        for c in 0..<channels { peak = max(peak, abs(x[c][k & mask])) }
+        for c in 0..<channels { peak = max(peak, abs(x[c * stride + (k & mask)])) }
         let needed: Float = peak > ceiling ? ceiling / peak : 1
         // Min over the needed gains of the last `lookahead` samples.
-        while holdGain.count > holdHead, holdGain[holdGain.count - 1] >= needed {
-            holdGain.removeLast()
-            holdIndex.removeLast()
-        }
-        holdGain.append(needed)
-        holdIndex.append(k)
-        while holdIndex[holdHead] <= k - lookahead { holdHead += 1 }
-        if holdHead > 256 {
-            holdGain.removeFirst(holdHead)
-            holdIndex.removeFirst(holdHead)
-            holdHead = 0
-        }
-        let held = holdGain[holdHead]
+        while holdTail > holdHead, holdGain[(holdTail - 1) & mask] >= needed { holdTail -= 1 }
+        holdGain[holdTail & mask] = needed
+        holdIndex[holdTail & mask] = k
+        holdTail += 1
+        while holdIndex[holdHead & mask] <= k - lookahead { holdHead += 1 }
+        let held = holdGain[holdHead & mask]
         envelope = held < envelope ? held : envelope + (held - envelope) * releaseCoefficient
         let slot = k % lookahead
         boxSum += Double(envelope - box[slot])
@@ -99,15 +114,18 @@ final class PeakLimiter {
         let j = k - lookahead + 1
         guard j >= 0 else { return false }
         let gain = min(Float(boxSum / Double(lookahead)), 1)
-        for c in 0..<channels { planes[c][position] = x[c][j & mask] * gain }
+        for c in 0..<channels { planes[c][position] = x[c * stride + (j & mask)] * gain }
         return true
     }
 
     /// Largest |value| of the cubic (Catmull-Rom) through samples i-1...i+2, between i and i+1.
+    @inline(__always)
     private func segmentPeak(from i: Int) -> Float {
         var peak: Float = 0
+        let stride = mask + 1
         for c in 0..<channels {
-            let p0 = x[c][(i - 1) & mask], p1 = x[c][i & mask], p2 = x[c][(i + 1) & mask], p3 = x[c][(i + 2) & mask]
+            let ring = x + c * stride
+            let p0 = ring[(i - 1) & mask], p1 = ring[i & mask], p2 = ring[(i + 1) & mask], p3 = ring[(i + 2) & mask]
             let a = -0.5 * p0 + 1.5 * p1 - 1.5 * p2 + 0.5 * p3
             let b = p0 - 2.5 * p1 + 2 * p2 - 0.5 * p3
             let d = -0.5 * p0 + 0.5 * p2
