@@ -136,6 +136,21 @@ final class SocketIngestTests: XCTestCase {
         _ = try assertGapFree(dir + "/out.mp4", seconds: 7)
     }
 
+    /// The phone comes back with a still screen: its sound comes first, and seconds of slots are
+    /// due at once. Their repeats go out paced by the encoder's queue; a burst of them would take
+    /// the queue over the memory budget, where pictures are dropped: a hole in the recording.
+    func testReconnectWithAStillScreenFillsTheGapWithoutDroppingPictures() throws {
+        let dir = CLI.scratch()
+        let (run, socket) = try startRun(dir)
+        let producer = try feed([socket, Self.source, "--disconnect", "3s:2s", "--stall", "5s:1s", "--duration", "7s"])
+        producer.waitUntilExit()
+        XCTAssertEqual(producer.terminationStatus, 0)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let stats = run.events.last { $0["event"] as? String == "stats" }
+        XCTAssertEqual(stats?["dropped"] as? Int, 0, "pictures dropped: \(String(describing: stats))")
+        _ = try assertGapFree(dir + "/out.mp4", seconds: 7)
+    }
+
     func testRandomBytesDropTheConnectionAndAGoodProducerIsAcceptedAfter() throws {
         let dir = CLI.scratch()
         let (run, socket) = try startRun(dir)

@@ -27,7 +27,7 @@ import Foundation
         events = EventLog(output: .none)
         node = try type.built(setup)
         collectors = setup.outputs.map { Inbox(lanes: [Inbox.Lane(capacity: Int.max, policy: .block, kind: $0.kind)], memory: memory) }
-        outlet = Outlet(nodeName: setup.name, targets: collectors.map { [Outlet.Target(inbox: $0, lane: 0)] }, run: self,
+        outlet = Outlet(nodeName: setup.name, targets: collectors.map { [Outlet.Target(inbox: $0, lane: 0, holdsBack: false)] }, run: self,
                         isSource: type.role == .source)
         events.addListener { [weak self] line in
             guard let self else { return }

@@ -162,6 +162,12 @@ final class Inbox: @unchecked Sendable {
         return lanes.map(\.count)
     }
 
+    func depth(lane i: Int) -> Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return lanes[i].count
+    }
+
     var drops: [Int] {
         condition.lock()
         defer { condition.unlock() }

@@ -19,6 +19,9 @@ public final class Outlet: @unchecked Sendable {
     struct Target {
         let inbox: Inbox
         let lane: Int
+        /// Whether what waits on this lane counts as backlog (a test harness's collector takes
+        /// everything at once, whenever the test reads it).
+        var holdsBack = true
     }
 
     public let nodeName: String
@@ -132,6 +135,13 @@ public final class Outlet: @unchecked Sendable {
     }
 
     public func emit(_ frame: Frame, output: Int = 0) { emit(.frame(frame), output: output) }
+
+    /// Buffers emitted on `output` that its slowest consumer has not taken yet. A node that can
+    /// make many at once (repeats filling a gap) paces itself by it, so a burst never reaches a
+    /// queue's bound or the memory budget, where live media is dropped.
+    public func backlog(output: Int = 0) -> Int {
+        targets[output].filter(\.holdsBack).map { $0.inbox.depth(lane: $0.lane) }.max() ?? 0
+    }
 
     var hasOutputs: Bool { !targets.isEmpty }
 

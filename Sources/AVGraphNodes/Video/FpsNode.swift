@@ -42,10 +42,7 @@ final class FpsNode: Filter, Node, @unchecked Sendable {
     /// go out a few at a time (all at once, seconds of pictures would overrun the encoder's
     /// queue and the run's memory budget, and be dropped: a hole in the timeline).
     var pending: [Frame] = []
-    /// References to the current picture when it became current: what more there are, repeats
-    /// still queued downstream, paces the filling of a gap.
-    var baseReferences = 0
-    /// Repeats of one picture queued downstream at once while a gap is filled.
+    /// Pictures queued downstream at once while a gap is filled.
     static let fillInFlight = 6
     /// Frames kept while a gap is filled (the oldest gives way; repeats cover its slot).
     static let pendingLimit = 8
@@ -79,7 +76,6 @@ final class FpsNode: Filter, Node, @unchecked Sendable {
             fill(before: s, out)
         }
         current = frame
-        baseReferences = Self.references(frame)
         currentSlot = s
         currentShown = false
         if out.realtime {
@@ -96,23 +92,18 @@ final class FpsNode: Filter, Node, @unchecked Sendable {
     }
 
     /// Realtime: repeats up to the first pending frame's slot, only as many at once as the
-    /// consumer has taken (counted by the picture's references), then the pending frames.
+    /// consumer has taken, then the pending frames.
     private func fillGap(_ out: Outlet) {
         while let first = pending.first {
             let s = slot(of: first.seconds)
             while next < s, let current {
                 guard !currentShown || next - currentSlot <= holdSlots else { next = s; break }
-                if baseReferences > 0 && Self.references(current) - baseReferences >= Self.fillInFlight { return }
+                if out.backlog() >= Self.fillInFlight { return }
                 show(next, out)
             }
             pending.removeFirst()
             accept(first, out)
         }
-    }
-
-    /// References to a frame's first buffer (0: not reference-counted).
-    private static func references(_ frame: Frame) -> Int {
-        frame.av.pointee.buf.0.map { Int(av_buffer_get_ref_count($0)) } ?? 0
     }
 
     /// Realtime: keep the stream going through a stall without waiting for the next frame.
@@ -129,7 +120,10 @@ final class FpsNode: Filter, Node, @unchecked Sendable {
         if let current, let mediaEnd = ProducerPresence.of(current)?.mediaEnd {
             end = min(end, Int64((mediaEnd * rate.double - 1e-6).rounded(.up)))
         }
-        fill(before: end, out, stopAtHold: true)
+        // Paced like a gap's filling: a producer that returns with its audio first makes seconds
+        // of slots due at once, and each repeat counts its whole picture against the memory
+        // budget, so an unpaced burst would take the encoder's queue over it and lose pictures.
+        fill(before: end, out, stopAtHold: true, paced: true)
     }
 
     override func finish(_ out: Outlet) throws {
@@ -144,8 +138,9 @@ final class FpsNode: Filter, Node, @unchecked Sendable {
 
     /// Fills slots up to (not including) `end` with the current frame, as far as `hold` allows;
     /// past it the slots stay empty and the stream resumes at `end`.
-    private func fill(before end: Int64, _ out: Outlet, stopAtHold: Bool = false) {
+    private func fill(before end: Int64, _ out: Outlet, stopAtHold: Bool = false, paced: Bool = false) {
         while next < end {
+            if paced && out.backlog() >= Self.fillInFlight { return }
             if !currentShown || next - currentSlot <= holdSlots {
                 show(next, out)
             } else {
