@@ -124,13 +124,19 @@ final class SocketIngestTests: XCTestCase {
         XCTAssertEqual((times.last ?? 0) - (times.first ?? 0), 12.2, accuracy: 0.6)
     }
 
-    func testFeedDisconnectAndReconnectContinuesTheTimeline() throws {
+    /// One producer fed from `source` with `args` into a fresh run, to its end.
+    func feedToEnd(_ args: [String]) throws -> (run: BackgroundRun, dir: String) {
         let dir = CLI.scratch()
         let (run, socket) = try startRun(dir)
-        let producer = try feed([socket, Self.source, "--disconnect", "3s:2s", "--duration", "7s", "--orientation", "0s:right"])
+        let producer = try feed([socket, Self.source] + args)
         producer.waitUntilExit()
         XCTAssertEqual(producer.terminationStatus, 0)
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        return (run, dir)
+    }
+
+    func testFeedDisconnectAndReconnectContinuesTheTimeline() throws {
+        let (run, dir) = try feedToEnd(["--disconnect", "3s:2s", "--duration", "7s", "--orientation", "0s:right"])
         let states = run.events.filter { $0["event"] as? String == "producer" }.compactMap { $0["state"] as? String }
         XCTAssertEqual(Array(states.prefix(4)), ["connected", "disconnected", "connected", "ended"])
         _ = try assertGapFree(dir + "/out.mp4", seconds: 7)
@@ -140,12 +146,7 @@ final class SocketIngestTests: XCTestCase {
     /// due at once. Their repeats go out paced by the encoder's queue; a burst of them would take
     /// the queue over the memory budget, where pictures are dropped: a hole in the recording.
     func testReconnectWithAStillScreenFillsTheGapWithoutDroppingPictures() throws {
-        let dir = CLI.scratch()
-        let (run, socket) = try startRun(dir)
-        let producer = try feed([socket, Self.source, "--disconnect", "3s:2s", "--stall", "5s:1s", "--duration", "7s"])
-        producer.waitUntilExit()
-        XCTAssertEqual(producer.terminationStatus, 0)
-        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let (run, dir) = try feedToEnd(["--disconnect", "3s:2s", "--stall", "5s:1s", "--duration", "7s"])
         let stats = run.events.last { $0["event"] as? String == "stats" }
         XCTAssertEqual(stats?["dropped"] as? Int, 0, "pictures dropped: \(String(describing: stats))")
         _ = try assertGapFree(dir + "/out.mp4", seconds: 7)
