@@ -1,4 +1,4 @@
-import AVGraph
+@_spi(Testing) import AVGraph
 import AVGraphNodes
 import AVGraphTesting
 import Foundation
@@ -7,6 +7,32 @@ import XCTest
 /// Memory that nodes hold themselves: `check` warns when it alone is over `memory-limit`, and a
 /// `clips` window lets go of old media as the clock runs, not only when a packet arrives.
 final class BudgetTests: XCTestCase {
+    /// Queues hold references: a picture queued ten times (repeats, a fan-out to several nodes)
+    /// is one picture's memory, and it is freed when its last queued reference leaves.
+    func testAPictureQueuedManyTimesCountsOnceAgainstTheMemoryLimit() throws {
+        let src = try NodeHarness.frames(from: XCTUnwrap(TestSupport.registry["testsrc"]), options: "size: 1280x720, rate: 30, duration: 0.1s")
+        let a = src.frames[0], b = src.frames[1]
+        XCTAssertEqual(a.byteCount, b.byteCount)
+        XCTAssertGreaterThanOrEqual(a.byteCount, 1280 * 720 * 3 / 2)
+        let budget = MemoryBudget(limit: 3 * a.byteCount)
+        let repeats = (0..<10).map { _ in MediaBuffer.frame(a.ref()) }
+        for r in repeats { budget.add(r) }
+        XCTAssertEqual(budget.used, a.byteCount, "ten references to one picture")
+        XCTAssertFalse(budget.isOver)
+        budget.add(.frame(b))
+        XCTAssertEqual(budget.used, 2 * a.byteCount, "a second picture")
+        for r in repeats.dropLast() { budget.release(r) }
+        XCTAssertEqual(budget.used, 2 * a.byteCount, "one reference to the first picture is still queued")
+        budget.release(repeats.last!)
+        XCTAssertEqual(budget.used, a.byteCount)
+        budget.release(.frame(b))
+        XCTAssertEqual(budget.used, 0)
+        budget.add(4096)
+        XCTAssertEqual(budget.used, 4096, "memory a node holds itself still adds up")
+        budget.release(4096)
+        XCTAssertEqual(budget.used, 0)
+    }
+
     func testCheckWarnsWhenAClipsWindowOrAnIngestBufferExceedsTheMemoryLimit() {
         let dir = TestSupport.scratch()
         let phoneLine = "  phone: {type: socket, path: \(dir)/phone.sock, size: 1170x2532, buffer: 64}"

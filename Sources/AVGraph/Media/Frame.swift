@@ -69,6 +69,15 @@ public final class Frame: @unchecked Sendable {
         return total
     }
 
+    /// Each buffer behind this frame, by identity (every reference shares it), and its bytes.
+    func forEachBuffer(_ body: (OpaquePointer, Int) -> Void) {
+        withUnsafePointer(to: av.pointee.buf) { tuple in
+            tuple.withMemoryRebound(to: UnsafeMutablePointer<AVBufferRef>?.self, capacity: 8) { bufs in
+                for i in 0..<8 { if let b = bufs[i], let buffer = b.pointee.buffer { body(buffer, Int(b.pointee.size)) } }
+            }
+        }
+    }
+
     /// Plane pointers and line sizes, for nodes that hand them to FFmpeg.
     public func plane(_ i: Int) -> UnsafeMutablePointer<UInt8>? {
         withUnsafePointer(to: av.pointee.data) { tuple in

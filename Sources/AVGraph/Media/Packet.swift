@@ -50,6 +50,11 @@ public final class Packet: @unchecked Sendable {
     public var dts: Int64 { av.pointee.dts }
     public var isKeyframe: Bool { (av.pointee.flags & avg_pkt_flag_key()) != 0 }
     public var byteCount: Int { Int(av.pointee.size) }
+
+    /// The buffer behind this packet, by identity (every reference shares it), and its bytes.
+    func forEachBuffer(_ body: (OpaquePointer, Int) -> Void) {
+        if let b = av.pointee.buf, let buffer = b.pointee.buffer { body(buffer, byteCount) } else { body(OpaquePointer(av), byteCount) }
+    }
     /// Decode time in microseconds (what a muxer orders by).
     public var time: Int64 {
         let t = av.pointee.dts != avg_nopts() ? av.pointee.dts : av.pointee.pts
@@ -73,6 +78,14 @@ public enum MediaBuffer: @unchecked Sendable {
         switch self {
         case .frame(let f): return f.byteCount
         case .packet(let p): return p.byteCount
+        }
+    }
+
+    /// Each buffer behind this item, by identity (every reference shares it), and its bytes.
+    func forEachBuffer(_ body: (OpaquePointer, Int) -> Void) {
+        switch self {
+        case .frame(let f): f.forEachBuffer(body)
+        case .packet(let p): p.forEachBuffer(body)
         }
     }
 

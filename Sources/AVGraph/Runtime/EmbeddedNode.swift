@@ -97,7 +97,11 @@ import Foundation
         let inbox = collectors[output]
         inbox.condition.lock()
         let lane = inbox.lanes[0]
-        while lane.count > 0 { out.append(lane.pop()) }
+        while lane.count > 0 {
+            let item = lane.pop()
+            memory.release(item)
+            out.append(item)
+        }
         inbox.condition.unlock()
         return out
     }

@@ -77,11 +77,11 @@ final class Inbox: @unchecked Sendable {
                 lane.dropped += 1
                 return false
             case .dropOldest:
-                if let old = lane.dropOldest() { memory.release(old.byteCount) }
+                if let old = lane.dropOldest() { memory.release(old) }
                 lane.dropped += 1
             case .dropToKeyframe:
                 // Drop everything queued and wait for the next keyframe: the decoder never sees a broken chain.
-                while let old = lane.dropOldest() { memory.release(old.byteCount); lane.dropped += 1 }
+                while let old = lane.dropOldest() { memory.release(old); lane.dropped += 1 }
                 if let p = item.packet, !p.isKeyframe {
                     lane.waitingForKeyframe = true
                     lane.dropped += 1
@@ -90,7 +90,7 @@ final class Inbox: @unchecked Sendable {
             }
         }
         lane.items.append(item)
-        memory.add(item.byteCount)
+        memory.add(item)
         condition.broadcast()
         return true
     }
@@ -112,7 +112,7 @@ final class Inbox: @unchecked Sendable {
     func close() {
         condition.lock()
         closed = true
-        for lane in lanes { while let old = lane.dropOldest() { memory.release(old.byteCount) } }
+        for lane in lanes { while let old = lane.dropOldest() { memory.release(old) } }
         condition.broadcast()
         condition.unlock()
     }
@@ -139,7 +139,7 @@ final class Inbox: @unchecked Sendable {
             }
             if let i = best {
                 let item = lanes[i].pop()
-                memory.release(item.byteCount)
+                memory.release(item)
                 condition.broadcast()
                 return .item(i, item)
             }
@@ -183,16 +183,51 @@ final class Inbox: @unchecked Sendable {
     }
 }
 
-/// Bytes of media queued on all edges, against the pipeline's `memory-limit`.
-final class MemoryBudget: @unchecked Sendable {
+/// Bytes of media queued on all edges, against the pipeline's `memory-limit`. A buffer queued
+/// more than once (a picture fanned out to several consumers, repeats of one picture) is counted
+/// once: the budget is memory, and references share it.
+@_spi(Testing) public final class MemoryBudget: @unchecked Sendable {
     private let lock = NSLock()
     private var bytes = 0
-    let limit: Int
+    /// Each queued buffer: how many queued items refer to it, and the bytes it was counted for.
+    private var queued: [OpaquePointer: (references: Int, bytes: Int)] = [:]
+    public let limit: Int
 
-    init(limit: Int) { self.limit = limit }
+    public init(limit: Int) { self.limit = limit }
 
-    func add(_ n: Int) { lock.lock(); bytes += n; lock.unlock() }
-    func release(_ n: Int) { lock.lock(); bytes -= n; lock.unlock() }
-    var used: Int { lock.lock(); defer { lock.unlock() }; return bytes }
-    var isOver: Bool { used > limit }
+    /// Memory a node holds itself (a sink's send buffer, the clip window), not in any queue.
+    public func add(_ n: Int) { lock.lock(); bytes += n; lock.unlock() }
+    public func release(_ n: Int) { lock.lock(); bytes -= n; lock.unlock() }
+
+    /// `item` went into a queue.
+    public func add(_ item: MediaBuffer) {
+        lock.lock()
+        defer { lock.unlock() }
+        item.forEachBuffer { buffer, size in
+            if let q = queued[buffer] {
+                queued[buffer] = (q.references + 1, q.bytes)
+            } else {
+                queued[buffer] = (1, size)
+                bytes += size
+            }
+        }
+    }
+
+    /// `item` left its queue (taken or dropped).
+    public func release(_ item: MediaBuffer) {
+        lock.lock()
+        defer { lock.unlock() }
+        item.forEachBuffer { buffer, _ in
+            guard let q = queued[buffer] else { return }
+            if q.references > 1 {
+                queued[buffer] = (q.references - 1, q.bytes)
+            } else {
+                queued[buffer] = nil
+                bytes -= q.bytes
+            }
+        }
+    }
+
+    public var used: Int { lock.lock(); defer { lock.unlock() }; return bytes }
+    public var isOver: Bool { used > limit }
 }
