@@ -27,9 +27,9 @@ final class BudgetTests: XCTestCase {
         XCTAssertEqual(budget.used, a.byteCount)
         budget.release(.frame(b))
         XCTAssertEqual(budget.used, 0)
-        budget.add(4096)
+        budget.hold(4096)
         XCTAssertEqual(budget.used, 4096, "memory a node holds itself still adds up")
-        budget.release(4096)
+        budget.hold(-4096)
         XCTAssertEqual(budget.used, 0)
     }
 

@@ -61,11 +61,7 @@ public final class Frame: @unchecked Sendable {
     /// Bytes held by this frame's buffers, for the memory budget.
     public var byteCount: Int {
         var total = 0
-        withUnsafePointer(to: av.pointee.buf) { tuple in
-            tuple.withMemoryRebound(to: UnsafeMutablePointer<AVBufferRef>?.self, capacity: 8) { bufs in
-                for i in 0..<8 { if let b = bufs[i] { total += Int(b.pointee.size) } }
-            }
-        }
+        forEachBuffer { total += $1 }
         return total
     }
 

@@ -107,7 +107,7 @@ import Foundation
     }
 
     func waitUntil(mediaTime t: Double) {}
-    func account(bytes: Int) { if bytes >= 0 { memory.add(bytes) } else { memory.release(-bytes) } }
+    func account(bytes: Int) { memory.hold(bytes) }
     var overMemoryLimit: Bool { false }
     func pauseState(at t: Double) -> PipelineRun.PauseDecision { .keep }
 }

@@ -234,12 +234,3 @@ public final class HandOff<Item>: @unchecked Sendable {
         Date(timeIntervalSinceNow: max(0, monotonicDeadline - Monotonic.now))
     }
 }
-
-/// Monotonic seconds (CLOCK_MONOTONIC), cheap and never jumping.
-public enum Monotonic {
-    public static var now: Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-    }
-}

@@ -195,9 +195,9 @@ final class Inbox: @unchecked Sendable {
 
     public init(limit: Int) { self.limit = limit }
 
-    /// Memory a node holds itself (a sink's send buffer, the clip window), not in any queue.
-    public func add(_ n: Int) { lock.lock(); bytes += n; lock.unlock() }
-    public func release(_ n: Int) { lock.lock(); bytes -= n; lock.unlock() }
+    /// Memory a node holds itself (a sink's send buffer, the clip window), not in any queue:
+    /// `delta` more bytes, or fewer when negative.
+    public func hold(_ delta: Int) { lock.lock(); bytes += delta; lock.unlock() }
 
     /// `item` went into a queue.
     public func add(_ item: MediaBuffer) {

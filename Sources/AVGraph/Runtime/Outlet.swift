@@ -140,7 +140,9 @@ public final class Outlet: @unchecked Sendable {
     /// make many at once (repeats filling a gap) paces itself by it, so a burst never reaches a
     /// queue's bound or the memory budget, where live media is dropped.
     public func backlog(output: Int = 0) -> Int {
-        targets[output].filter(\.holdsBack).map { $0.inbox.depth(lane: $0.lane) }.max() ?? 0
+        var most = 0
+        for t in targets[output] where t.holdsBack { most = max(most, t.inbox.depth(lane: t.lane)) }
+        return most
     }
 
     var hasOutputs: Bool { !targets.isEmpty }

@@ -175,7 +175,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         }
     }
 
-    func account(bytes: Int) { if bytes >= 0 { memory.add(bytes) } else { memory.release(-bytes) } }
+    func account(bytes: Int) { memory.hold(bytes) }
     var overMemoryLimit: Bool { memory.isOver }
 
     // MARK: pause

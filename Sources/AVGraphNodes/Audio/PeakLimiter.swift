@@ -17,6 +17,8 @@ final class PeakLimiter {
     var delay: Int { lookahead + 1 }
     private let releaseCoefficient: Float
     private let mask: Int
+    /// Length of each channel's ring in `x` (`mask + 1`).
+    private let stride: Int
     // Raw rings, allocated once: this runs per sample and channel on every mixed block, where
     // arrays' bounds, uniqueness and exclusivity checks cost more than the arithmetic.
     /// The last `mask + 1` input samples of each channel, channel c at `x + c * (mask + 1)`.
@@ -43,6 +45,7 @@ final class PeakLimiter {
         var size = 1
         while size < lookahead + 8 { size <<= 1 }
         mask = size - 1
+        stride = size
         x = .allocate(capacity: channels * size)
         x.initialize(repeating: 0, count: channels * size)
         segment = .allocate(capacity: size)
@@ -69,7 +72,6 @@ final class PeakLimiter {
     /// (`count`, less the delay on the first call).
     func process(_ planes: [UnsafeMutablePointer<Float>], count: Int) -> Int {
         var written = 0
-        let stride = mask + 1
         for i in 0..<count {
             for c in 0..<channels { x[c * stride + (n & mask)] = planes[c][i] }
             if step(into: planes, at: written) { written += 1 }
@@ -80,7 +82,6 @@ final class PeakLimiter {
     /// The samples still inside: pushes silence through and writes the last `delay` outputs.
     func flush(into planes: [UnsafeMutablePointer<Float>]) -> Int {
         var written = 0
-        let stride = mask + 1
         for _ in 0..<delay {
             for c in 0..<channels { x[c * stride + (n & mask)] = 0 }
             if step(into: planes, at: written) { written += 1 }
@@ -96,7 +97,6 @@ final class PeakLimiter {
         segment[(n - 2) & mask] = segmentPeak(from: n - 2)
         let k = n - 2
         guard k >= 0 else { return false }
-        let stride = mask + 1
         var peak = max(segment[(k - 1) & mask], segment[k & mask])
         for c in 0..<channels { peak = max(peak, abs(x[c * stride + (k & mask)])) }
         let needed: Float = peak > ceiling ? ceiling / peak : 1
@@ -122,7 +122,6 @@ final class PeakLimiter {
     @inline(__always)
     private func segmentPeak(from i: Int) -> Float {
         var peak: Float = 0
-        let stride = mask + 1
         for c in 0..<channels {
             let ring = x + c * stride
             let p0 = ring[(i - 1) & mask], p1 = ring[i & mask], p2 = ring[(i + 1) & mask], p3 = ring[(i + 2) & mask]

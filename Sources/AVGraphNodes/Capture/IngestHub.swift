@@ -269,9 +269,11 @@ final class IngestEmitter {
             let queue = hub.queue
             out.onWake { queue.wake() }
         }
-        let now = Monotonic.now
-        let due = [deadline, duration.map { now + max(0, $0 - out.clock) }, waiting.first.map { $0.arrival + anchorWait }]
-        return hub.queue.next(until: due.compactMap { $0 }.min())
+        var due = deadline
+        func earlier(_ t: Double?) { if let t { due = min(due ?? t, t) } }
+        earlier(duration.map { Monotonic.now + max(0, $0 - out.clock) })
+        earlier(waiting.first.map { $0.arrival + anchorWait })
+        return hub.queue.next(until: due)
     }
 
     private var wakeRegistered = false

@@ -2,8 +2,8 @@ import AVGraph
 import Foundation
 
 /// Sends a finished file to an HTTP server (the `file` sink's `upload`): one request with a
-/// `Content-Length` body streamed from disk (never the whole file in memory) by libavformat's
-/// HTTP(S) client (HTTPBodyRequest), retried with backoff (1 s doubling up to 30 s) until
+/// `Content-Length` body streamed from disk (never the whole file in memory) over libavformat's
+/// `tcp`/`tls` protocols (HTTPBodyRequest), retried with backoff (1 s doubling up to 30 s) until
 /// `attempts` are used. Any 2xx status is success. `https://` checks the server's certificate
 /// (against `ca` when given) and name. A stop of the run during a backoff ends it at once.
 struct Upload {
@@ -44,6 +44,8 @@ struct Upload {
     private func once(_ path: String) throws -> HTTPBodyRequest.Answer {
         var headers = target.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         if !headers.contains(where: { $0.0.lowercased() == "content-type" }) { headers.append(("Content-Type", Self.contentType(path))) }
+        // A request under way runs to its answer or its timeout even if the run stops meanwhile
+        // (the file may be what the stop was waiting for); only the backoff is cut short.
         let answer = try HTTPBodyRequest.send(path, to: target.url, method: target.method, headers: headers, caFile: target.caFile,
                                               timeout: timeout, cancel: CancelFlag())
         guard (200..<300).contains(answer.status) else { throw HTTPBodyRequest.Failure(description: "the server answered \(answer.line)") }

@@ -42,7 +42,7 @@ final class FpsNode: Filter, Node, @unchecked Sendable {
     /// go out a few at a time (all at once, seconds of pictures would overrun the encoder's
     /// queue and the run's memory budget, and be dropped: a hole in the timeline).
     var pending: [Frame] = []
-    /// Pictures queued downstream at once while a gap is filled.
+    /// Pictures queued downstream at once while repeats catch up (a gap, a stall's slots due at once).
     static let fillInFlight = 6
     /// Frames kept while a gap is filled (the oldest gives way; repeats cover its slot).
     static let pendingLimit = 8
@@ -96,11 +96,8 @@ final class FpsNode: Filter, Node, @unchecked Sendable {
     private func fillGap(_ out: Outlet) {
         while let first = pending.first {
             let s = slot(of: first.seconds)
-            while next < s, let current {
-                guard !currentShown || next - currentSlot <= holdSlots else { next = s; break }
-                if out.backlog() >= Self.fillInFlight { return }
-                show(next, out)
-            }
+            fill(before: s, out, paced: true)
+            if next < s { return }
             pending.removeFirst()
             accept(first, out)
         }
@@ -137,11 +134,12 @@ final class FpsNode: Filter, Node, @unchecked Sendable {
     }
 
     /// Fills slots up to (not including) `end` with the current frame, as far as `hold` allows;
-    /// past it the slots stay empty and the stream resumes at `end`.
+    /// past it the slots stay empty and the stream resumes at `end`. `paced`: stops early while
+    /// `fillInFlight` pictures wait for the consumer (the caller goes on later).
     private func fill(before end: Int64, _ out: Outlet, stopAtHold: Bool = false, paced: Bool = false) {
         while next < end {
-            if paced && out.backlog() >= Self.fillInFlight { return }
             if !currentShown || next - currentSlot <= holdSlots {
+                if paced && out.backlog() >= Self.fillInFlight { return }
                 show(next, out)
             } else {
                 if !stopAtHold { next = end }
