@@ -37,7 +37,9 @@ let package = Package(
         ),
         // libsrt itself (the library libavformat's srt protocol loads): the `srt` source's own listener.
         .systemLibrary(name: "CSrt", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
-        .target(name: "AVGraph", dependencies: ["CFFmpeg", "Yams"]),
+        // Pixel kernels in C for the vector shuffles Swift does not reach.
+        .target(name: "CKernels"),
+        .target(name: "AVGraph", dependencies: ["CFFmpeg", "CKernels", "Yams"]),
         .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg", "CSrt"]),
         .target(name: "AVGraphTesting", dependencies: ["AVGraph", "CFFmpeg"]),
         .executableTarget(

@@ -40,9 +40,10 @@ final class HookContractTests: XCTestCase {
         try source.write(toFile: file, atomically: true, encoding: .utf8)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: swiftc)
-        // The C modules AVGraph's interface names: FFmpeg's and the YAML parser's (from the package checkouts).
+        // The C modules AVGraph's interface names: FFmpeg's, its pixel kernels' (the map SwiftPM
+        // writes for a C target) and the YAML parser's (from the package checkouts).
         let checkouts = Plugins.packageRoot + "/.build/checkouts"
-        let cModules = ["\(Plugins.packageRoot)/Sources/CFFmpeg/module.modulemap"]
+        let cModules = ["\(Plugins.packageRoot)/Sources/CFFmpeg/module.modulemap", Plugins.buildDirectory + "/CKernels.build/module.modulemap"]
             + (FileManager.default.enumerator(atPath: checkouts)?.compactMap { $0 as? String }
                 .filter { $0.hasSuffix("/module.modulemap") && !$0.contains("/Tests/") }.map { checkouts + "/" + $0 } ?? [])
         p.arguments = ["-typecheck", "-swift-version", "6", "-I", modules] + cModules.flatMap { ["-Xcc", "-fmodule-map-file=\($0)"] } + [file]

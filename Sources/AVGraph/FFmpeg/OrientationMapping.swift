@@ -1,4 +1,5 @@
 import CFFmpeg
+internal import CKernels
 import Foundation
 
 /// The one definition of what an orientation tag means for pixels, shared by everything that
@@ -176,9 +177,10 @@ public enum PictureTurn {
     }
 }
 
-/// Quarter turns in register-sized blocks: 8x8 bytes (luma, gray) or 4x4 byte pairs (NV12
-/// chroma) are loaded as eight or four 64-bit rows, transposed with shifts and masks, and stored
-/// as whole rows, instead of one load per pixel walking down a buffer column.
+/// Quarter turns in register-sized blocks: 16x16 bytes (luma, gray) in vector registers
+/// (CKernels' avg_turn_bytes16), the 8-byte strips beside them and 4x4 byte pairs (NV12 chroma)
+/// as eight or four 64-bit rows transposed with shifts and masks, stored as whole rows, instead
+/// of one load per pixel walking down a buffer column.
 enum QuarterTurn {
     @inline(__always)
     static func swapBits(_ a: inout UInt64, _ b: inout UInt64, _ shift: UInt64, _ mask: UInt64) {
@@ -190,48 +192,50 @@ enum QuarterTurn {
     static func bytes(_ src: UnsafeMutablePointer<UInt8>, _ sls: Int, _ bw: Int, _ bh: Int,
                       _ dst: UnsafeMutablePointer<UInt8>, _ dls: Int, _ uw: Int, _ uh: Int, _ map: StorageMap) {
         let s = UnsafeMutableRawPointer(src), d = UnsafeMutableRawPointer(dst)
-        let uw8 = uw & ~7, uh8 = uh & ~7
-        let tile = 64
-        for ty in stride(from: 0, to: uh8, by: tile) {
-            for tx in stride(from: 0, to: uw8, by: tile) {
-                for y0 in stride(from: ty, to: min(ty + tile, uh8), by: 8) {
-                    // Buffer columns of upright rows y0..y0+7, as one 8-byte load per buffer row.
-                    let bx = map.flipX ? bw - 8 - y0 : y0
-                    for x0 in stride(from: tx, to: min(tx + tile, uw8), by: 8) {
-                        var r = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-                        @inline(__always) func row(_ i: Int) -> UInt64 {
-                            let by = map.flipY ? bh - 1 - (x0 + i) : x0 + i
-                            let v = UInt64(littleEndian: s.loadUnaligned(fromByteOffset: by * sls + bx, as: UInt64.self))
-                            return map.flipX ? v.byteSwapped : v
-                        }
-                        r = (row(0), row(1), row(2), row(3), row(4), row(5), row(6), row(7))
-                        swapBits(&r.0, &r.1, 8, 0x00FF_00FF_00FF_00FF)
-                        swapBits(&r.2, &r.3, 8, 0x00FF_00FF_00FF_00FF)
-                        swapBits(&r.4, &r.5, 8, 0x00FF_00FF_00FF_00FF)
-                        swapBits(&r.6, &r.7, 8, 0x00FF_00FF_00FF_00FF)
-                        swapBits(&r.0, &r.2, 16, 0x0000_FFFF_0000_FFFF)
-                        swapBits(&r.1, &r.3, 16, 0x0000_FFFF_0000_FFFF)
-                        swapBits(&r.4, &r.6, 16, 0x0000_FFFF_0000_FFFF)
-                        swapBits(&r.5, &r.7, 16, 0x0000_FFFF_0000_FFFF)
-                        swapBits(&r.0, &r.4, 32, 0x0000_0000_FFFF_FFFF)
-                        swapBits(&r.1, &r.5, 32, 0x0000_0000_FFFF_FFFF)
-                        swapBits(&r.2, &r.6, 32, 0x0000_0000_FFFF_FFFF)
-                        swapBits(&r.3, &r.7, 32, 0x0000_0000_FFFF_FFFF)
-                        let out = d + y0 * dls + x0
-                        out.storeBytes(of: r.0.littleEndian, toByteOffset: 0, as: UInt64.self)
-                        out.storeBytes(of: r.1.littleEndian, toByteOffset: dls, as: UInt64.self)
-                        out.storeBytes(of: r.2.littleEndian, toByteOffset: 2 * dls, as: UInt64.self)
-                        out.storeBytes(of: r.3.littleEndian, toByteOffset: 3 * dls, as: UInt64.self)
-                        out.storeBytes(of: r.4.littleEndian, toByteOffset: 4 * dls, as: UInt64.self)
-                        out.storeBytes(of: r.5.littleEndian, toByteOffset: 5 * dls, as: UInt64.self)
-                        out.storeBytes(of: r.6.littleEndian, toByteOffset: 6 * dls, as: UInt64.self)
-                        out.storeBytes(of: r.7.littleEndian, toByteOffset: 7 * dls, as: UInt64.self)
-                    }
-                }
-            }
-        }
+        let uw16 = uw & ~15, uh16 = uh & ~15, uw8 = uw & ~7, uh8 = uh & ~7
+        avg_turn_bytes16(src, sls, Int32(bw), Int32(bh), dst, dls, Int32(uw16), Int32(uh16), map.flipX ? 1 : 0, map.flipY ? 1 : 0)
+        blocks8(s, sls, bw, bh, d, dls, uw16..<uw8, 0..<uh8, map)
+        blocks8(s, sls, bw, bh, d, dls, 0..<uw16, uh16..<uh8, map)
         PictureTurn.turnRegion(UInt8.self, s, sls, bw, bh, d, dls, uw8..<uw, 0..<uh, map)
         PictureTurn.turnRegion(UInt8.self, s, sls, bw, bh, d, dls, 0..<uw8, uh8..<uh, map)
+    }
+
+    /// The 8x8 blocks of the upright region `xs` x `ys` (bounds multiples of 8).
+    static func blocks8(_ s: UnsafeMutableRawPointer, _ sls: Int, _ bw: Int, _ bh: Int,
+                        _ d: UnsafeMutableRawPointer, _ dls: Int, _ xs: Range<Int>, _ ys: Range<Int>, _ map: StorageMap) {
+        for y0 in stride(from: ys.lowerBound, to: ys.upperBound, by: 8) {
+            // Buffer columns of upright rows y0..y0+7, as one 8-byte load per buffer row.
+            let bx = map.flipX ? bw - 8 - y0 : y0
+            for x0 in stride(from: xs.lowerBound, to: xs.upperBound, by: 8) {
+                @inline(__always) func row(_ i: Int) -> UInt64 {
+                    let by = map.flipY ? bh - 1 - (x0 + i) : x0 + i
+                    let v = UInt64(littleEndian: s.loadUnaligned(fromByteOffset: by * sls + bx, as: UInt64.self))
+                    return map.flipX ? v.byteSwapped : v
+                }
+                var r = (row(0), row(1), row(2), row(3), row(4), row(5), row(6), row(7))
+                swapBits(&r.0, &r.1, 8, 0x00FF_00FF_00FF_00FF)
+                swapBits(&r.2, &r.3, 8, 0x00FF_00FF_00FF_00FF)
+                swapBits(&r.4, &r.5, 8, 0x00FF_00FF_00FF_00FF)
+                swapBits(&r.6, &r.7, 8, 0x00FF_00FF_00FF_00FF)
+                swapBits(&r.0, &r.2, 16, 0x0000_FFFF_0000_FFFF)
+                swapBits(&r.1, &r.3, 16, 0x0000_FFFF_0000_FFFF)
+                swapBits(&r.4, &r.6, 16, 0x0000_FFFF_0000_FFFF)
+                swapBits(&r.5, &r.7, 16, 0x0000_FFFF_0000_FFFF)
+                swapBits(&r.0, &r.4, 32, 0x0000_0000_FFFF_FFFF)
+                swapBits(&r.1, &r.5, 32, 0x0000_0000_FFFF_FFFF)
+                swapBits(&r.2, &r.6, 32, 0x0000_0000_FFFF_FFFF)
+                swapBits(&r.3, &r.7, 32, 0x0000_0000_FFFF_FFFF)
+                let out = d + y0 * dls + x0
+                out.storeBytes(of: r.0.littleEndian, toByteOffset: 0, as: UInt64.self)
+                out.storeBytes(of: r.1.littleEndian, toByteOffset: dls, as: UInt64.self)
+                out.storeBytes(of: r.2.littleEndian, toByteOffset: 2 * dls, as: UInt64.self)
+                out.storeBytes(of: r.3.littleEndian, toByteOffset: 3 * dls, as: UInt64.self)
+                out.storeBytes(of: r.4.littleEndian, toByteOffset: 4 * dls, as: UInt64.self)
+                out.storeBytes(of: r.5.littleEndian, toByteOffset: 5 * dls, as: UInt64.self)
+                out.storeBytes(of: r.6.littleEndian, toByteOffset: 6 * dls, as: UInt64.self)
+                out.storeBytes(of: r.7.littleEndian, toByteOffset: 7 * dls, as: UInt64.self)
+            }
+        }
     }
 
     static func pairs(_ src: UnsafeMutablePointer<UInt8>, _ sls: Int, _ bw: Int, _ bh: Int,
