@@ -205,8 +205,10 @@ public final class HandOff<Item>: @unchecked Sendable {
 
     // MARK: under `condition`
 
+    /// An item that costs nothing (a marker between the media, such as a session's start or end)
+    /// always fits: refusing it would lose what the reader needs to know, not memory.
     private func fits(_ lane: Int, _ cost: Double) -> Bool {
-        used[lane] == 0 || used[lane] + cost <= bounds[lane].limit + 1e-9
+        cost == 0 || used[lane] == 0 || used[lane] + cost <= bounds[lane].limit + 1e-9
     }
 
     private func take() -> Item {

@@ -4,7 +4,7 @@ import Foundation
 
 extension NetworkReader {
     /// The decoding thread: packets from the backlog, frames to the hub, each session's decoders
-    /// drained when the next session begins or the reader stops.
+    /// drained when its stream ends (or the next session begins, or the reader stops).
     func decode() {
         var current: SessionDecoding?
         func drain() {
@@ -23,6 +23,12 @@ extension NetworkReader {
             case .begin(let next):
                 drain()
                 current = next
+            case .end(let session):
+                if current?.session == session {
+                    drain()
+                    current = nil
+                }
+                sessionDelivered(session)
             case .packet(let packet, let pad):
                 defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
                 guard let c = current, c.healthy else { continue }

@@ -14,7 +14,10 @@ final class NetworkReader: @unchecked Sendable {
     let cancel = CancelFlag()
     private let lock = NSLock()
     private var notes: [Note] = []
-    private var connected = false
+    /// The publisher session whose media is still coming: from its connection until the decoder
+    /// has handed over its last picture (not when the network stream ends: packets queued for
+    /// the decoder are still its media).
+    private var liveSession: Int?
     private var failed: MediaError?
     private var session = 0
     private var packets = 0
@@ -49,7 +52,17 @@ final class NetworkReader: @unchecked Sendable {
         if started { done.wait() }
     }
 
-    var isConnected: Bool { lock.lock(); defer { lock.unlock() }; return connected }
+    /// A publisher is there, or what it sent is not all out yet. Once false, everything it sent
+    /// is in the hub's queue (the source's `producerLeft` relies on it).
+    var isConnected: Bool { lock.lock(); defer { lock.unlock() }; return liveSession != nil }
+
+    /// The decoder handed over session `s`'s last picture: it is gone unless another took its place.
+    func sessionDelivered(_ s: Int) {
+        lock.lock()
+        if liveSession == s { liveSession = nil }
+        lock.unlock()
+        hub.queue.wake()
+    }
     var failure: MediaError? { lock.lock(); defer { lock.unlock() }; return failed }
 
     func takeNotes() -> [Note] {
@@ -105,7 +118,7 @@ final class NetworkReader: @unchecked Sendable {
             lastWarning = ""
             session += 1
             lock.lock()
-            connected = true
+            liveSession = session
             lock.unlock()
             note(.event(.publisher(.init(state: .connected, session: session, peer: peer, url: shownURL))))
             let started = Monotonic.now
@@ -115,9 +128,7 @@ final class NetworkReader: @unchecked Sendable {
                 reason = cancel.isCancelled ? "stopped" : "\(error)"
             }
             stream?.abandon()
-            lock.lock()
-            connected = false
-            lock.unlock()
+            backlog.endSession(session)
             note(.event(.publisher(.init(state: .disconnected, session: session, peer: peer, url: shownURL, reason: reason,
                                          seconds: ((Monotonic.now - started) * 1000).rounded() / 1000, packets: packets))))
         }

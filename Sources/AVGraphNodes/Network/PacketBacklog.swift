@@ -8,6 +8,8 @@ import Foundation
 final class PacketBacklog: @unchecked Sendable {
     enum Item {
         case begin(SessionDecoding)
+        /// The session's stream ended: its decoders give up what they hold.
+        case end(session: Int)
         case packet(UnsafeMutablePointer<AVPacket>, pad: Int)
     }
 
@@ -43,6 +45,11 @@ final class PacketBacklog: @unchecked Sendable {
     func begin(_ session: SessionDecoding) {
         videoWaitsForKeyframe = false
         handOff.push(.begin(session))
+    }
+
+    /// Session `session`'s stream ended; the packets before this are its last.
+    func endSession(_ session: Int) {
+        handOff.push(.end(session: session))
     }
 
     /// The reader is done: the decoder takes what is queued, then ends.

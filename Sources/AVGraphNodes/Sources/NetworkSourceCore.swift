@@ -35,12 +35,7 @@ final class NetworkSourceCore {
         // Without a publisher, the wait ends when `idle` runs out; the reader wakes it for anything sooner.
         let idleEnds = reader.isConnected ? nil : idle.map { Monotonic.now + max(0, idleSince + $0 - out.clock) }
         switch emitter.next(out, duration: duration, deadline: idleEnds) {
-        case .item(let item):
-            try emitter.emit(item, out)
-            // The reader lets go of a publisher as soon as its stream ends, while the decoder may
-            // still hand over its last pictures: each marks the end of its media again, or the
-            // padding would run on until the next wake (the whole `idle` wait).
-            if !reader.isConnected { try emitter.producerLeft(out) }
+        case .item(let item): try emitter.emit(item, out)
         case .woken, .deadline:
             try emitter.idle(out)
             if !reader.isConnected { try emitter.producerLeft(out) }
