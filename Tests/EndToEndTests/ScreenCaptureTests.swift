@@ -38,7 +38,10 @@ final class ScreenCaptureTests: XCTestCase {
 
     /// Decoded pictures as packed RGB.
     static func rgbFrames(_ path: String, width: Int, height: Int) throws -> [[UInt8]] {
-        let data = try CLI.capture(["ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+        // Every stored picture once: rawvideo output is constant-rate by default, so a capture
+        // that came a frame late (a busy machine) would read as a repeated picture.
+        let data = try CLI.capture(["ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-fps_mode", "passthrough",
+                                    "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
         let n = width * height * 3
         return stride(from: 0, to: data.count - n + 1, by: n).map { Array(data[$0..<$0 + n]) }
     }
