@@ -27,7 +27,7 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
     static let preset = Setting.choice("preset", default: Preset.veryfast, doc: "x264 speed/quality preset")
     static let tune = Setting<Tune?>.choice("tune", doc: "x264 tuning; default: none offline, zerolatency in realtime runs unless lookahead is set")
     static let crf = Setting<Double?>.number("crf", 0...51,
-        doc: "constant quality (lower is better, 23 is typical) instead of a bitrate; when set, bitrate is ignored")
+        doc: "constant quality (lower is better, 23 is typical) instead of a bitrate; when set, bitrate is ignored. 0 (lossless) needs a profile x264 offers only as High 4:4:4, so check refuses it")
     static let threads = Setting.int("threads", 0...64, default: 0,
         doc: "encoder threads; 0 fits them: two per core offline (at most 16), as many as the pixel rate needs in realtime runs (720p30: one)")
     static let lookahead = Setting<Int?>.int("lookahead", 0...250,
@@ -58,6 +58,11 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
         }
         if n[Self.profile] == .baseline, case let b = n[Self.bframes], b > 0 {
             throw NegotiationError("the baseline profile has no B-frames; got bframes \(b)", option: "bframes", hint: "set bframes: 0 or profile: main")
+        }
+        if n[Self.crf] == 0 {
+            // x264 encodes lossless only in High 4:4:4 Predictive; none of our profiles: it would fail as the encoder opens.
+            throw NegotiationError("crf 0 is lossless, which x264 encodes only in the High 4:4:4 Predictive profile, not \(n[Self.profile].rawValue)",
+                                   option: "crf", hint: "use crf: 1 or more (visually lossless from about 17)")
         }
         if n[Self.crf] == nil, let maxrate = n[Self.maxrate], case let bitrate = n[Self.bitrate], maxrate < bitrate {
             throw NegotiationError("maxrate (\(maxrate / 1000)k) is below the bitrate (\(bitrate / 1000)k)", option: "maxrate")
