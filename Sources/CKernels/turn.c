@@ -1,5 +1,11 @@
 #include "kernels.h"
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define AVG_STREAM_STORES 1
+#else
+#define AVG_STREAM_STORES 0
+#endif
 
 typedef uint8_t v16 __attribute__((vector_size(16)));
 
@@ -25,12 +31,22 @@ static inline void interleave_round(const v16 *restrict r, v16 *restrict t) {
 
 void avg_turn_bytes16(const uint8_t *src, ptrdiff_t sls, int bw, int bh,
                       uint8_t *dst, ptrdiff_t dls, int uw, int uh, int flip_x, int flip_y) {
-    /* Tiles of 64x64 keep the 64 buffer rows a tile reads in cache while its columns are used. */
-    const int tile = 64;
+    /* Tiles of 64x64 keep the 64 buffer rows a tile reads in cache while its columns are used.
+     * A whole tile is transposed into a staging block that stays in L1, then written out a
+     * whole 64-byte line at a time with non-temporal stores: the turned picture (3 MB of luma)
+     * is bigger than the cache, and a normal store reads each destination line before writing
+     * it. Streaming 16-byte pieces straight from the transpose was slower (partial lines);
+     * whole lines cut the turn's CPU by about a sixth, bit for bit the same picture. */
+    enum { tile = 64 };
     for (int ty = 0; ty < uh; ty += tile) {
         int ty_end = ty + tile < uh ? ty + tile : uh;
         for (int tx = 0; tx < uw; tx += tile) {
             int tx_end = tx + tile < uw ? tx + tile : uw;
+            _Alignas(64) uint8_t staged[tile * tile];
+            int whole = AVG_STREAM_STORES && tx_end - tx == tile &&
+                        ((((uintptr_t)(dst + tx)) | (uintptr_t)dls) & 15) == 0;
+            uint8_t *base = whole ? staged : dst + (ptrdiff_t)ty * dls + tx;
+            ptrdiff_t bls = whole ? tile : dls;
             for (int y0 = ty; y0 < ty_end; y0 += 16) {
                 int bx = flip_x ? bw - 16 - y0 : y0;
                 for (int x0 = tx; x0 < tx_end; x0 += 16) {
@@ -44,10 +60,26 @@ void avg_turn_bytes16(const uint8_t *src, ptrdiff_t sls, int bw, int bh,
                     interleave_round(t, r);
                     interleave_round(r, t);
                     interleave_round(t, r);
-                    uint8_t *out = dst + (ptrdiff_t)y0 * dls + x0;
-                    for (int k = 0; k < 16; k++) store16(out + (ptrdiff_t)k * dls, r[k]);
+                    uint8_t *out = base + (ptrdiff_t)(y0 - ty) * bls + (x0 - tx);
+                    for (int k = 0; k < 16; k++) store16(out + (ptrdiff_t)k * bls, r[k]);
                 }
             }
+#if AVG_STREAM_STORES
+            if (whole) {
+                for (int y = ty; y < ty_end; y++) {
+                    __m128i *o = (__m128i *)(dst + (ptrdiff_t)y * dls + tx);
+                    const __m128i *i = (const __m128i *)(staged + (y - ty) * tile);
+                    _mm_stream_si128(o, i[0]);
+                    _mm_stream_si128(o + 1, i[1]);
+                    _mm_stream_si128(o + 2, i[2]);
+                    _mm_stream_si128(o + 3, i[3]);
+                }
+            }
+#endif
         }
     }
+#if AVG_STREAM_STORES
+    /* Streamed stores are weakly ordered: the picture must be whole before another thread reads it. */
+    _mm_sfence();
+#endif
 }

@@ -173,7 +173,7 @@ final class VideoNodeTests: XCTestCase {
     /// The block kernels of `orient` against the mapping's own definition, pixel by pixel, for
     /// every tag, with sizes that leave partial blocks at the edges.
     func testTurningMatchesTheOrientationMappingForEveryTag() throws {
-        for format in ["nv12", "yuv420p", "gray"] { for (bw, bh) in [(38, 54), (150, 86), (58, 90)] {
+        for format in ["nv12", "yuv420p", "gray"] { for (bw, bh) in [(38, 54), (150, 86), (58, 90), (134, 266)] {
             let layout = PixelLayout(format)!
             let pool = try VideoFramePool(width: bw, height: bh, pixelFormat: format)
             let source = try pool.frame(timeBase: Rational(1, 30))
