@@ -21,6 +21,7 @@ public func fuzzRtmp(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     while offset < count && connection.phase != .ended {
         let n = min(piece, count - offset)
         connection.receive(UnsafeRawBufferPointer(start: bytes + offset, count: n))
+        connection.acknowledgeIfDue()
         offset += n
         connection.output.removeAll(keepingCapacity: true)
         precondition(connection.flv.isEmpty || connection.admitted, "FLV only from an admitted publisher")

@@ -81,11 +81,19 @@ final class RtmpConnection {
             return refuse(phase == .publishing ? "broke the RTMP stream (\(error))" : "not RTMP (\(error))")
         }
         for m in messages where phase != .ended { handle(m) }
-        if chunks.received - acknowledged >= ackWindow {
-            acknowledged = chunks.received
-            send(RtmpMessage(type: RtmpChunkReader.MessageType.acknowledgement, streamID: 0, timestamp: 0,
-                             payload: RtmpChunkWriter.uint32(UInt32(truncatingIfNeeded: acknowledged))), csid: 2)
-        }
+    }
+
+    /// The acknowledgement a window of received bytes asks for, if one is due. The listener sends
+    /// it only when it has read everything the socket holds: a publisher that has already closed
+    /// (FFmpeg closes right after its last write) answers any byte it receives with a reset, and
+    /// a reset throws away what is still in its send queue. While the listener is behind (a burst
+    /// after a stall), an ack then would cost the end of the broadcast; acks are cumulative, so
+    /// one sent once it has caught up says the same.
+    func acknowledgeIfDue() {
+        guard phase == .commands || phase == .publishing, chunks.received - acknowledged >= ackWindow else { return }
+        acknowledged = chunks.received
+        send(RtmpMessage(type: RtmpChunkReader.MessageType.acknowledgement, streamID: 0, timestamp: 0,
+                         payload: RtmpChunkWriter.uint32(UInt32(truncatingIfNeeded: acknowledged))), csid: 2)
     }
 
     private func refuse(_ reason: String) {

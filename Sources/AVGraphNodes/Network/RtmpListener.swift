@@ -143,6 +143,8 @@ final class RtmpListener: PublisherListener, @unchecked Sendable {
         let c = p.connection
         c.othersPublishing = peers.contains { $0 !== p && $0.stream != nil }
         c.receive(bytes)
+        var unread: Int32 = 0
+        if ioctl(p.fd, UInt(FIONREAD), &unread) == 0 && unread == 0 && p.stream?.isFull != true { c.acknowledgeIfDue() }
         flush(p)
         if c.admitted, p.stream == nil {
             p.stream = PublisherStream(peer: p.address) { [weak self] in self?.poke() }
