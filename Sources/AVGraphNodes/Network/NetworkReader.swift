@@ -21,13 +21,14 @@ final class NetworkReader: @unchecked Sendable {
     private var failed: MediaError?
     private var session = 0
     private var packets = 0
-    let backlog = PacketBacklog(limit: 64 << 20)
+    let backlog: PacketBacklog
     private let done = DispatchSemaphore(value: 0)
     private var started = false
 
     init(_ input: NetworkInput, hub: IngestHub) {
         self.input = input
         self.hub = hub
+        backlog = PacketBacklog(limit: input.backlog)
         shownURL = NetworkSourceOptions.redacted(input.url)
     }
 
@@ -159,7 +160,13 @@ final class NetworkReader: @unchecked Sendable {
             let i = Int(packet.pointee.stream_index)
             guard let pad = i == videoIndex ? 0 : i == audioIndex ? 1 : nil else { continue }
             packets += 1
-            backlog.push(packet, pad: pad)
+            if case .dropped(let first) = backlog.push(packet, pad: pad) {
+                hub.queue.noteDropped(pad: pad)
+                if first {
+                    note(.warning("the pipeline is \(HeldMemory.megabytes(backlog.limit)) of packets behind the publisher at \(shownURL): "
+                        + "they are dropped (video up to its next keyframe) until it catches up"))
+                }
+            }
         }
     }
 

@@ -3,7 +3,8 @@ import CFFmpeg
 import Foundation
 
 /// Compressed packets between a network reader and its decoder: a `HandOff` bounded by bytes.
-/// Past the limit (the pipeline far behind) packets are dropped, video up to the next keyframe.
+/// Past the limit (the pipeline far behind) packets are dropped, video up to the next keyframe,
+/// which `push` says (the source counts them as its own, as a full picture queue's).
 /// One producer (the reader thread) pushes; the keyframe state is that thread's alone.
 final class PacketBacklog: @unchecked Sendable {
     enum Item {
@@ -15,8 +16,19 @@ final class PacketBacklog: @unchecked Sendable {
 
     private let handOff: HandOff<Item>
     private var videoWaitsForKeyframe = false
+    private var overflowing = false
+    /// Bytes of packets it holds at most.
+    let limit: Int
+
+    /// What became of a pushed packet.
+    enum Pushed: Equatable {
+        case taken
+        /// Dropped; `first` of the publisher's session (worth one warning; the rest are counted).
+        case dropped(first: Bool)
+    }
 
     init(limit: Int) {
+        self.limit = limit
         handOff = HandOff(bounds: [.init(Double(limit), .dropNewest)]) { item in
             guard case .packet(let p, _) = item else { return (0, 0) }
             return (0, Double(p.pointee.size))
@@ -26,24 +38,29 @@ final class PacketBacklog: @unchecked Sendable {
     deinit { discard() }
 
     /// Takes `packet`'s reference (leaving it blank for the next read).
-    func push(_ packet: UnsafeMutablePointer<AVPacket>, pad: Int) {
+    func push(_ packet: UnsafeMutablePointer<AVPacket>, pad: Int) -> Pushed {
         let key = packet.pointee.flags & avg_pkt_flag_key() != 0
-        if pad == 0 && videoWaitsForKeyframe && !key {
-            handOff.noteDropped(lane: 0)
-            return
-        }
-        if pad == 0 { videoWaitsForKeyframe = false }
+        if pad == 0 && videoWaitsForKeyframe && !key { return dropped() }
         var copy: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()!
         av_packet_move_ref(copy, packet)
-        if !handOff.push(.packet(copy!, pad: pad)) {
+        guard handOff.push(.packet(copy!, pad: pad)) else {
             av_packet_free(&copy)
             if pad == 0 { videoWaitsForKeyframe = true }
+            return dropped()
         }
+        if pad == 0 { videoWaitsForKeyframe = false }
+        return .taken
+    }
+
+    private func dropped() -> Pushed {
+        defer { overflowing = true }
+        return .dropped(first: !overflowing)
     }
 
     /// A new publisher session: the packets after this are its own.
     func begin(_ session: SessionDecoding) {
         videoWaitsForKeyframe = false
+        overflowing = false
         handOff.push(.begin(session))
     }
 
@@ -63,8 +80,6 @@ final class PacketBacklog: @unchecked Sendable {
         guard case .item(let item) = handOff.next() else { return nil }
         return item
     }
-
-    var dropped: Int { handOff.drops[0] }
 
     /// Frees what is left (the decoder has stopped).
     func discard() {

@@ -20,10 +20,12 @@ enum NetworkSourceOptions {
     static let size = Setting.size("size", default: "1280x720",
         doc: "expected picture size (what check propagates; pictures keep the size they arrive in)")
     static let buffer = Setting.int("buffer", 1...120, default: 8, doc: "decoded pictures queued between the network reader and the pipeline")
+    static let backlog = Setting.byteSize("backlog", 1_000_000...1_000_000_000, default: "64MiB",
+        doc: "compressed media held for the decoder while the pipeline is behind the publisher; past it packets are dropped (video up to its next keyframe) and counted as the source's drops")
 
     static func common() -> [OptionSpec] {
         [listen.spec, idle.spec, timeout.spec, size.spec, IngestOptions.rate.spec, IngestOptions.audioRate.spec,
-         IngestOptions.audioChannels.spec, buffer.spec, IngestOptions.audioBuffer.spec]
+         IngestOptions.audioChannels.spec, buffer.spec, IngestOptions.audioBuffer.spec, backlog.spec]
     }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
@@ -55,4 +57,6 @@ struct NetworkInput {
     var maxSize = PictureSize(width: 3840, height: 2160)
     /// The publisher's in-band privacy switches (RTMP `onPrivacy`), applied to its pictures.
     var privacy = PrivacyTimeline()
+    /// Bytes of compressed packets held for the decoder (`backlog`).
+    var backlog = 64 << 20
 }
