@@ -46,6 +46,11 @@ final class NetworkAuthTests: XCTestCase {
         return p
     }
 
+    /// Each node's counters in the run's last stats, which come after every node has finished.
+    private func lastNodeStats(_ run: BackgroundRun) -> [[String: Any]] {
+        run.events.last { $0["event"] as? String == "stats" }?["nodes"] as? [[String: Any]] ?? []
+    }
+
     private func warnings(_ run: BackgroundRun) -> [String] {
         run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
     }
@@ -164,8 +169,7 @@ final class NetworkAuthTests: XCTestCase {
         // The run's last stats (after every node finished): the source dropped nothing (its picture
         // queue and packet backlog). An encoder's realtime edge may drop on a busy machine: counted,
         // not the listener's doing.
-        let last = run.events.last { $0["event"] as? String == "stats" }
-        let nodes = last?["nodes"] as? [[String: Any]] ?? []
+        let nodes = lastNodeStats(run)
         let drops = nodes.filter { ($0["dropped"] as? Int ?? 0) > 0 }.map { "\($0["node"] ?? ""): \($0["dropped_by_kind"] ?? "")" }
         XCTAssertNotNil(nodes.first { $0["node"] as? String == "src" }, "no stats of the source")
         XCTAssertEqual(nodes.first { $0["node"] as? String == "src" }?["dropped"] as? Int, 0, "dropped by node: \(drops)")
@@ -226,8 +230,7 @@ final class NetworkAuthTests: XCTestCase {
             XCTAssertEqual(try NetworkIngestTests.publish(["-i", clip, "-c", "copy", "-f", "flv", "rtmp://127.0.0.1:\(port)/live/phone"]), 0)
             XCTAssertEqual(run.waitForExit(timeout: 60), 0, run.stderr)
             let counts = run.events.last { $0["event"] as? String == "null" }?["counts"] as? [Int] ?? []
-            let last = run.events.last { $0["event"] as? String == "stats" }
-            let src = (last?["nodes"] as? [[String: Any]] ?? []).first { $0["node"] as? String == "src" }
+            let src = lastNodeStats(run).first { $0["node"] as? String == "src" }
             let dropped = (src?["dropped_by_kind"] as? [String: Int])?["video"] ?? 0
             return (counts.first ?? 0, dropped, warnings(run))
         }

@@ -25,10 +25,11 @@ final class NetworkReader: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     private var started = false
 
-    init(_ input: NetworkInput, hub: IngestHub) {
+    /// `backlog`: bytes of compressed packets held for the decoder (the source's `backlog`).
+    init(_ input: NetworkInput, hub: IngestHub, backlog: Int) {
         self.input = input
         self.hub = hub
-        backlog = PacketBacklog(limit: input.backlog)
+        self.backlog = PacketBacklog(limit: backlog)
         shownURL = NetworkSourceOptions.redacted(input.url)
     }
 

@@ -20,9 +20,7 @@ final class NetworkSourceCore {
         emitter = IngestEmitter(hub: hub, outputs: setup.outputs)
         idle = setup[NetworkSourceOptions.idle]
         duration = setup.duration
-        var input = input
-        input.backlog = setup[NetworkSourceOptions.backlog]
-        reader = NetworkReader(input, hub: hub)
+        reader = NetworkReader(input, hub: hub, backlog: setup[NetworkSourceOptions.backlog])
         reader.start()
     }
 

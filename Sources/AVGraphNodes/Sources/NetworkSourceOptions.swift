@@ -57,6 +57,4 @@ struct NetworkInput {
     var maxSize = PictureSize(width: 3840, height: 2160)
     /// The publisher's in-band privacy switches (RTMP `onPrivacy`), applied to its pictures.
     var privacy = PrivacyTimeline()
-    /// Bytes of compressed packets held for the decoder (`backlog`).
-    var backlog = 64 << 20
 }
