@@ -4,9 +4,10 @@ import CFFmpeg
 /// Scales every picture to one size with swscale: `fit` scales straight into the middle of the
 /// output picture and paints the bars, `fill` scales a centred crop (source pointers offset, no
 /// copy), `stretch` ignores the aspect. Range/matrix become BT.709 limited in the same pass.
-/// Pictures still carrying an orientation tag come out upright: the stored picture is scaled
-/// first, in its own orientation, and only the small result is turned into place, so the turn
-/// touches a quarter of the pixels a turn before scaling would (`orient` leaves it to us).
+/// Pictures still carrying an orientation tag come out upright (`orient` leaves it to us): a
+/// quarter-turned 4:2:0 picture is scaled and turned in one pass (TurnScaler); other tagged
+/// pictures are scaled by swscale in their stored orientation and only the small result is
+/// turned into place.
 /// Offline runs resize a picture per core at once (FrameLanes); realtime runs split each picture
 /// across the cores instead, so it is done soonest.
 final class ResizeNode: Filter, Node, @unchecked Sendable {
@@ -36,17 +37,23 @@ final class ResizeNode: Filter, Node, @unchecked Sendable {
     }
 
     struct Geometry: Hashable {
-        var width: Int, height: Int, format: Int32, fullRange: Bool, matrix: Int32, orientation: Orientation
+        var width: Int, height: Int, format: Int32, fullRange: Bool, matrix: Int32, orientation: Orientation, chromaLocation: UInt32
     }
 
     struct Plan {
-        let scaler: Scaler
+        enum Work {
+            case scale(Scaler)
+            /// Tagged input swscale must do: the scaled picture, still in stored orientation, is
+            /// turned from the pool's picture into `target`.
+            case scaleThenTurn(Scaler, StorageMap, VideoFramePool)
+            /// Quarter-turned 4:2:0: scaled and turned in one pass.
+            case turnScale(TurnScaler)
+        }
+        let work: Work
         /// In the stored picture.
         let source: PixelRect
         /// In the upright output.
         let target: PixelRect
-        /// Tagged input: the scaled picture, still in stored orientation, is turned from here into `target`.
-        let turn: (map: StorageMap, pool: VideoFramePool)?
     }
 
     let width: Int, height: Int
@@ -109,13 +116,16 @@ final class ResizeNode: Filter, Node, @unchecked Sendable {
             return resized
         }
         let plan = try self.plan(for: frame, in: lane)
-        if let turn = plan.turn {
-            let scaled = try turn.pool.frame(timeBase: frame.timeBase)
-            try plan.scaler.scale(frame, plan.source, into: scaled, PixelRect(x: 0, y: 0, width: scaled.width, height: scaled.height))
-            PictureTurn.upright(scaled, into: resized.region(plan.target, layout: layout), map: turn.map, layout: layout,
+        switch plan.work {
+        case .scale(let scaler):
+            try scaler.scale(frame, plan.source, into: resized, plan.target)
+        case .scaleThenTurn(let scaler, let map, let pool):
+            let scaled = try pool.frame(timeBase: frame.timeBase)
+            try scaler.scale(frame, plan.source, into: scaled, PixelRect(x: 0, y: 0, width: scaled.width, height: scaled.height))
+            PictureTurn.upright(scaled, into: resized.region(plan.target, layout: layout), map: map, layout: layout,
                                 bands: lane.splitsPictures ? nil : 1)
-        } else {
-            try plan.scaler.scale(frame, plan.source, into: resized, plan.target)
+        case .turnScale(let scaler):
+            scaler.scale(frame, plan.source, into: resized, plan.target)
         }
         resized.fill(around: plan.target, with: background, layout: layout)
         return resized
@@ -126,7 +136,7 @@ final class ResizeNode: Filter, Node, @unchecked Sendable {
         let color = Scaler.colorDetails(of: frame)
         let tag = frame.orientation
         let key = Geometry(width: frame.width, height: frame.height, format: frame.av.pointee.format, fullRange: color.fullRange,
-                           matrix: color.matrix, orientation: tag)
+                           matrix: color.matrix, orientation: tag, chromaLocation: frame.av.pointee.chroma_location.rawValue)
         if let p = lane.plans[key] { return p }
         guard let inLayout = PixelLayout(frame.pixelFormat) else { throw MediaError("cannot scale pixel format \(key.format)") }
         // Placement is decided on the upright picture; the scaler reads the matching stored region.
@@ -135,13 +145,21 @@ final class ResizeNode: Filter, Node, @unchecked Sendable {
                                                       outWidth: width, outHeight: height, outAlign: layout.alignment, mode: mode)
         let map = tag.storage
         let source = tag == .up ? uprightSource : map.bufferRect(uprightSource, bufferWidth: frame.width, bufferHeight: frame.height)
-        let scaled = tag.swapsAxes ? (width: target.height, height: target.width) : (width: target.width, height: target.height)
-        let scaler = try Scaler(from: source.width, source.height, frame.pixelFormat, to: scaled.width, scaled.height, layout.format,
-                                quality: quality, sourceFullRange: color.fullRange, sourceMatrix: color.matrix,
-                                threads: lane.splitsPictures ? nil : 1)
-        let turn = tag == .up ? nil : (map: map, pool: try VideoFramePool(width: scaled.width, height: scaled.height, pixelFormat: layout.format))
+        let parts = lane.splitsPictures ? nil : 1 as Int?
+        let work: Plan.Work
+        if let fused = TurnScaler(from: source.width, source.height, frame.pixelFormat, to: target.width, target.height, layout.format,
+                                  map: map, quality: quality, sourceFullRange: color.fullRange, sourceMatrix: color.matrix,
+                                  chromaLocation: frame.av.pointee.chroma_location, parts: parts) {
+            work = .turnScale(fused)
+        } else {
+            let scaled = tag.swapsAxes ? (width: target.height, height: target.width) : (width: target.width, height: target.height)
+            let scaler = try Scaler(from: source.width, source.height, frame.pixelFormat, to: scaled.width, scaled.height, layout.format,
+                                    quality: quality, sourceFullRange: color.fullRange, sourceMatrix: color.matrix, threads: parts)
+            work = tag == .up ? .scale(scaler)
+                : .scaleThenTurn(scaler, map, try VideoFramePool(width: scaled.width, height: scaled.height, pixelFormat: layout.format))
+        }
         if lane.plans.count >= 8 { lane.plans.removeAll() }
-        let p = Plan(scaler: scaler, source: source, target: target, turn: turn)
+        let p = Plan(work: work, source: source, target: target)
         lane.plans[key] = p
         return p
     }
