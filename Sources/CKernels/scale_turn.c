@@ -20,7 +20,7 @@
  * coefficient, so the filter across sums in 1/64 levels and the filter down, reading those sums
  * unrounded, in 1/32. The plain path does the same arithmetic, so both give the same bytes. */
 
-enum { strip = 64, group = 8, max_taps = 128 };
+enum { strip = 64, group = 8, max_taps = 128, ahead = 6 };
 
 static inline int16_t tap(int16_t x, int16_t c) { return (int16_t)(((int)x * c + 16384) >> 15); }
 
@@ -32,7 +32,7 @@ static inline uint8_t level(int16_t sum) {
 static inline ptrdiff_t padded(ptrdiff_t bytes) { return (bytes + 63) & ~(ptrdiff_t)63; }
 
 /* Samples in a widened row: the plane's width (twice it for pairs), rounded up for whole vectors. */
-static inline int columns(int sw, int pairs) { return ((pairs ? 2 * sw : sw) + 15) & ~15; }
+static inline int columns(int sw, int pairs) { return ((pairs ? 2 * sw : sw) + 31) & ~31; }
 
 static void widen_plain(const uint8_t *src, int sw, int pairs, int16_t *out, int from) {
     for (int i = from; i < sw; i++) {
@@ -136,10 +136,78 @@ static void across_group_avx2(const int16_t *widened, ptrdiff_t wrow, const int3
     across_avx2(widened, wrow, first, splat, taps, cols, turned, j0);
 }
 
-__attribute__((target("avx2")))
-static void down_avx2(const int16_t *turned, const int16_t *c, int taps, int offset, uint8_t *out, int count) {
-    const __m256i start = _mm256_set1_epi16((short)(offset + 16));
+/* The same with 32 stored columns at a time: each 128-bit lane holds eight of them. */
+__attribute__((target("avx512f,avx512bw")))
+static void across_avx512(const int16_t *w, ptrdiff_t wrow, const int *first, const __m512i *splat, int taps, int cols,
+                          int16_t *turned, int j0) {
+    const int16_t *p[group];
+    for (int j = 0; j < group; j++) p[j] = w + (ptrdiff_t)first[j] * wrow;
+    for (int i = 0; i < cols; i += 32) {
+        __m512i s[group];
+        for (int j = 0; j < group; j++) s[j] = _mm512_setzero_si512();
+        for (int t = 0; t < taps; t++) {
+            const ptrdiff_t at = t * wrow + i;
+#pragma clang loop unroll(full)
+            for (int j = 0; j < group; j++)
+                s[j] = _mm512_add_epi16(s[j], _mm512_mulhrs_epi16(_mm512_loadu_si512((const void *)(p[j] + at)), splat[j * taps + t]));
+        }
+        __m512i a0 = _mm512_unpacklo_epi16(s[0], s[1]), a1 = _mm512_unpackhi_epi16(s[0], s[1]);
+        __m512i a2 = _mm512_unpacklo_epi16(s[2], s[3]), a3 = _mm512_unpackhi_epi16(s[2], s[3]);
+        __m512i a4 = _mm512_unpacklo_epi16(s[4], s[5]), a5 = _mm512_unpackhi_epi16(s[4], s[5]);
+        __m512i a6 = _mm512_unpacklo_epi16(s[6], s[7]), a7 = _mm512_unpackhi_epi16(s[6], s[7]);
+        __m512i b0 = _mm512_unpacklo_epi32(a0, a2), b1 = _mm512_unpackhi_epi32(a0, a2);
+        __m512i b2 = _mm512_unpacklo_epi32(a1, a3), b3 = _mm512_unpackhi_epi32(a1, a3);
+        __m512i b4 = _mm512_unpacklo_epi32(a4, a6), b5 = _mm512_unpackhi_epi32(a4, a6);
+        __m512i b6 = _mm512_unpacklo_epi32(a5, a7), b7 = _mm512_unpackhi_epi32(a5, a7);
+        __m512i r[8] = {
+            _mm512_unpacklo_epi64(b0, b4), _mm512_unpackhi_epi64(b0, b4), _mm512_unpacklo_epi64(b1, b5), _mm512_unpackhi_epi64(b1, b5),
+            _mm512_unpacklo_epi64(b2, b6), _mm512_unpackhi_epi64(b2, b6), _mm512_unpacklo_epi64(b3, b7), _mm512_unpackhi_epi64(b3, b7),
+        };
+        int16_t *o = turned + (ptrdiff_t)i * strip + j0;
+        for (int k = 0; k < 8; k++) {
+            _mm_storeu_si128((__m128i *)(o + (ptrdiff_t)k * strip), _mm512_castsi512_si128(r[k]));
+            _mm_storeu_si128((__m128i *)(o + (ptrdiff_t)(k + 8) * strip), _mm512_extracti32x4_epi32(r[k], 1));
+            _mm_storeu_si128((__m128i *)(o + (ptrdiff_t)(k + 16) * strip), _mm512_extracti32x4_epi32(r[k], 2));
+            _mm_storeu_si128((__m128i *)(o + (ptrdiff_t)(k + 24) * strip), _mm512_extracti32x4_epi32(r[k], 3));
+        }
+    }
+}
+
+__attribute__((target("avx512f,avx512bw")))
+static void across_group_avx512(const int16_t *widened, ptrdiff_t wrow, const int32_t *pos, const int16_t *coef, int taps,
+                                int left, int lo, __m512i *splat, int cols, int16_t *turned, int j0) {
+    int first[group];
+    for (int j = 0; j < group; j++) {
+        int x = j < left ? j : left - 1;
+        first[j] = pos[x] - lo;
+        for (int t = 0; t < taps; t++) splat[j * taps + t] = _mm512_set1_epi16(coef[(ptrdiff_t)x * taps + t]);
+    }
+    across_avx512(widened, wrow, first, splat, taps, cols, turned, j0);
+}
+
+__attribute__((target("avx512f,avx512bw")))
+static int down_avx512(const int16_t *turned, const int16_t *c, int taps, int offset, uint8_t *out, int count) {
+    const __m512i start = _mm512_set1_epi16((short)(offset + 16));
+    const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
     int i = 0;
+    for (; i + 64 <= count; i += 64) {
+        __m512i a = start, b = start;
+        for (int t = 0; t < taps; t++) {
+            const __m512i k = _mm512_set1_epi16(c[t]);
+            const int16_t *r = turned + (ptrdiff_t)t * strip + i;
+            a = _mm512_add_epi16(a, _mm512_mulhrs_epi16(_mm512_loadu_si512((const void *)r), k));
+            b = _mm512_add_epi16(b, _mm512_mulhrs_epi16(_mm512_loadu_si512((const void *)(r + 32)), k));
+        }
+        const __m512i packed = _mm512_packus_epi16(_mm512_srai_epi16(a, 5), _mm512_srai_epi16(b, 5));
+        _mm512_storeu_si512((void *)(out + i), _mm512_permutexvar_epi64(order, packed));
+    }
+    return i;
+}
+
+__attribute__((target("avx2")))
+static void down_avx2(const int16_t *turned, const int16_t *c, int taps, int offset, uint8_t *out, int from, int count) {
+    const __m256i start = _mm256_set1_epi16((short)(offset + 16));
+    int i = from;
     for (; i + 32 <= count; i += 32) {
         __m256i a = start, b = start;
         for (int t = 0; t < taps; t++) {
@@ -157,6 +225,7 @@ static void down_avx2(const int16_t *turned, const int16_t *c, int taps, int off
 
 int avg_scale_turn_simd(void) {
 #if AVG_X86
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return 2;
     return __builtin_cpu_supports("avx2") ? 1 : 0;
 #else
     return 0;
@@ -177,8 +246,8 @@ int avg_scale_turn_rows(const int32_t *across_pos, int across_count, int across_
 
 size_t avg_scale_turn_scratch(int sw, int pairs, int rows) {
     ptrdiff_t wrow = padded((ptrdiff_t)columns(sw, pairs) * 2);
-    /* The widened rows, the turned strip, the splat coefficients (one vector per tap of a group). */
-    return (size_t)((ptrdiff_t)rows * wrow + (ptrdiff_t)columns(sw, pairs) * strip * 2 + (ptrdiff_t)group * max_taps * 32 + 64);
+    /* The widened rows, the turned strip, the splat coefficients (one 512-bit vector per tap of a group). */
+    return (size_t)((ptrdiff_t)rows * wrow + (ptrdiff_t)columns(sw, pairs) * strip * 2 + (ptrdiff_t)group * max_taps * 64 + 64);
 }
 
 int avg_scale_turn(const uint8_t *src, ptrdiff_t sls, int sw, int pairs,
@@ -202,6 +271,14 @@ int avg_scale_turn(const uint8_t *src, ptrdiff_t sls, int sw, int pairs,
         const int hi = (across_pos[xs] < across_pos[last] ? across_pos[last] : across_pos[xs]) + across_taps;
         for (int r = lo; r < hi; r++) {
             const uint8_t *row = src + (ptrdiff_t)r * sls;
+#if AVG_X86
+            /* The stored picture comes from memory once (a mapped file, a decoder's buffer): ask
+             * for the rows a few ahead while this one is widened. */
+            if (r + ahead < hi) {
+                const uint8_t *next = src + (ptrdiff_t)(r + ahead) * sls;
+                for (int b = 0; b < (pairs ? 2 * sw : sw); b += 64) _mm_prefetch((const char *)(next + b), _MM_HINT_T0);
+            }
+#endif
             int16_t *w = widened + (ptrdiff_t)(r - lo) * wrow;
 #if AVG_X86
             if (simd) { widen_avx2(row, sw, pairs, w); continue; }
@@ -210,6 +287,11 @@ int avg_scale_turn(const uint8_t *src, ptrdiff_t sls, int sw, int pairs,
         }
         for (int j0 = 0; j0 < n; j0 += group) {
 #if AVG_X86
+            if (simd >= 2) {
+                across_group_avx512(widened, wrow, across_pos + xs + j0, across_coef + (ptrdiff_t)(xs + j0) * across_taps, across_taps,
+                                    x1 - xs - j0, lo, (__m512i *)coefficients, cols, turned, j0);
+                continue;
+            }
             if (simd) {
                 across_group_avx2(widened, wrow, across_pos + xs + j0, across_coef + (ptrdiff_t)(xs + j0) * across_taps, across_taps,
                                   x1 - xs - j0, lo, (__m256i *)coefficients, cols, turned, j0);
@@ -230,7 +312,10 @@ int avg_scale_turn(const uint8_t *src, ptrdiff_t sls, int sw, int pairs,
                 const int16_t *c = down_coef + (ptrdiff_t)y * down_taps;
                 uint8_t *out = dst + (ptrdiff_t)y * dls + xs;
 #if AVG_X86
-                if (simd) { down_avx2(in, c, down_taps, offset, out, n); continue; }
+                if (simd) {
+                    down_avx2(in, c, down_taps, offset, out, simd >= 2 ? down_avx512(in, c, down_taps, offset, out, n) : 0, n);
+                    continue;
+                }
 #endif
                 down_plain(in, c, down_taps, offset, out, 0, n);
             }

@@ -5,7 +5,7 @@ import Foundation
 /// Scales a quarter-turned 8-bit 4:2:0 picture and stands it upright in one pass over its
 /// samples (CKernels' avg_scale_turn), where swscale would scale it in its stored orientation
 /// and a second pass turn the result. Every filter runs down buffer columns, whole rows of
-/// samples per coefficient (AVX2 where the CPU has it, the same bytes without), so the stored
+/// samples per coefficient (AVX-512 or AVX2 where the CPU has it, the same bytes without), so the stored
 /// picture is read once and the turn happens on a strip that stays in cache. Range conversion
 /// to limited is folded into the filters; a matrix conversion is not (`init` returns nil and
 /// `resize` keeps swscale for it, as for every other format or an upright picture).
@@ -30,21 +30,33 @@ public final class TurnScaler: @unchecked Sendable {
     public let targetWidth: Int, targetHeight: Int
     /// Parts each picture is split into, one thread each (1: the calling thread only).
     public let parts: Int
-    public let usesVectorUnits: Bool
+    public let vectorUnits: VectorUnits
     let passes: [PlanePass]
     let sourceLayout: PixelLayout, targetLayout: PixelLayout
     /// One scratch area per part: the strip across and its turned copy.
     let scratch: [UnsafeMutableRawPointer]
 
-    /// Whether this CPU runs the vector path (AVX2).
-    public static let hasVectorUnits = avg_scale_turn_simd() != 0
+    /// The kernel's paths, which give the same bytes: plain C, AVX2, AVX-512 (BW).
+    public enum VectorUnits: Int32, Comparable, Sendable {
+        case none = 0, avx2 = 1, avx512 = 2
+        public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+        /// The widest this CPU runs, or narrower if AVGRAPH_VECTOR_UNITS (none, avx2, avx512) says so.
+        public static let available: VectorUnits = {
+            let cpu = VectorUnits(rawValue: avg_scale_turn_simd()) ?? .none
+            switch ProcessInfo.processInfo.environment["AVGRAPH_VECTOR_UNITS"] {
+            case "none": return .none
+            case "avx2": return min(cpu, .avx2)
+            default: return cpu
+            }
+        }()
+    }
 
     /// nil where this pass cannot do the conversion exactly as asked (then swscale does it).
     /// `sourceWidth` x `sourceHeight` is the stored region; `targetWidth` x `targetHeight` the
     /// upright one. `chromaLocation` is the source's (the target keeps it).
     public init?(from sw: Int, _ sh: Int, _ sourceFormat: AVPixelFormat, to tw: Int, _ th: Int, _ targetFormat: AVPixelFormat,
                  map: StorageMap, quality: Scaler.Quality, sourceFullRange: Bool, sourceMatrix: Int32,
-                 chromaLocation: AVChromaLocation, parts: Int? = nil, vectorUnits: Bool = TurnScaler.hasVectorUnits) {
+                 chromaLocation: AVChromaLocation, parts: Int? = nil, vectorUnits: VectorUnits = .available) {
         guard map.swapsAxes, sourceMatrix == SWS_CS_ITU709,
               sourceFormat == AV_PIX_FMT_NV12 || sourceFormat == AV_PIX_FMT_YUV420P,
               targetFormat == AV_PIX_FMT_YUV420P,
@@ -86,7 +98,7 @@ public final class TurnScaler: @unchecked Sendable {
         self.passes = passes
         sourceLayout = sl
         targetLayout = tl
-        usesVectorUnits = vectorUnits && Self.hasVectorUnits
+        self.vectorUnits = min(vectorUnits, .available)
         let n = max(1, min(parts ?? Scaler.threads(forSourcePixels: sw * sh), tw / 64))
         self.parts = n
         let bytes = passes.map { avg_scale_turn_scratch(Int32(sl.planeWidth($0.sourcePlane, sw)), $0.pairs ? 1 : 0, $0.rows) }.max() ?? 0
@@ -129,7 +141,7 @@ public final class TurnScaler: @unchecked Sendable {
                             _ = avg_scale_turn(src, sls, Int32(sourceLayout.planeWidth(p.sourcePlane, sourceWidth)), p.pairs ? 1 : 0,
                                                ap.baseAddress, ac.baseAddress, Int32(p.across.taps),
                                                dp.baseAddress, dc.baseAddress, Int32(p.down.taps), Int32(p.height), p.offset,
-                                               dst0, dst1, dls, Int32(x0), Int32(x1), work, p.rows, usesVectorUnits ? 1 : 0)
+                                               dst0, dst1, dls, Int32(x0), Int32(x1), work, p.rows, vectorUnits.rawValue)
                         }
                     }
                 }

@@ -1,7 +1,7 @@
 import AVGraph
 import CFFmpeg
 
-/// Scales every picture to one size with swscale: `fit` scales straight into the middle of the
+/// Scales every picture to one size: `fit` scales straight into the middle of the
 /// output picture and paints the bars, `fill` scales a centred crop (source pointers offset, no
 /// copy), `stretch` ignores the aspect. Range/matrix become BT.709 limited in the same pass.
 /// Pictures still carrying an orientation tag come out upright (`orient` leaves it to us): a
@@ -21,7 +21,7 @@ final class ResizeNode: Filter, Node, @unchecked Sendable {
         doc: "fit: whole picture, bars around it; fill: cover the size, crop the overflow; stretch: ignore the aspect ratio")
     static let background = Setting.color("background", default: "black", doc: "color of the bars in fit mode")
     static let format = Setting.choice("format", default: OutputFormat.yuv420p, doc: "output pixel format")
-    static let quality = Setting.choice("quality", default: Scaler.Quality.bicubic, doc: "scaling filter: fast, bilinear, bicubic or lanczos")
+    static let quality = Setting.choice("quality", default: Scaler.Quality.bicubic, doc: "scaling filter: fast, bilinear, bicubic or lanczos (a quarter-turned 4:2:0 picture is scaled by avgraph's own one-pass kernel, whose fast is bilinear)")
     static let options = [size.spec, mode.spec, background.spec, format.spec, quality.spec]
 
     enum OutputFormat: String, CaseIterable, Sendable { case yuv420p, nv12, yuv444p, gray }

@@ -21,9 +21,9 @@ void avg_turn_bytes16(const uint8_t *src, ptrdiff_t sls, int bw, int bh,
  * in the filters (mirrored positions). `offset` (1/32 levels) is added after the second filter.
  * The plane's upright rows go to dst0 (line size dls); with `pairs`, the first samples' to dst0
  * and the second's to dst1. `rows` is avg_scale_turn_rows() of the whole filter across; scratch
- * holds avg_scale_turn_scratch(sw, pairs, rows) bytes for this call alone. simd: use AVX2 (only
- * where avg_scale_turn_simd() says so); both paths give the same bytes. Returns -1 for filters
- * of over 128 taps (nothing written), else 0. */
+ * holds avg_scale_turn_scratch(sw, pairs, rows) bytes for this call alone. simd: 0 plain C, 1
+ * AVX2, 2 AVX-512BW, at most what avg_scale_turn_simd() says this CPU has; every path gives the
+ * same bytes. Returns -1 for filters of over 128 taps (nothing written), else 0. */
 int avg_scale_turn_rows(const int32_t *across_pos, int across_count, int across_taps);
 size_t avg_scale_turn_scratch(int sw, int pairs, int rows);
 int avg_scale_turn_simd(void);
