@@ -51,13 +51,17 @@ public final class TurnScaler: @unchecked Sendable {
         }()
     }
 
+    /// False when AVGRAPH_ONE_PASS_SCALER=0: every picture goes through swscale (and the turn after
+    /// it), as before this pass existed; for comparing the two on one machine.
+    public static let enabled = ProcessInfo.processInfo.environment["AVGRAPH_ONE_PASS_SCALER"] != "0"
+
     /// nil where this pass cannot do the conversion exactly as asked (then swscale does it).
     /// `sourceWidth` x `sourceHeight` is the stored region; `targetWidth` x `targetHeight` the
     /// upright one. `chromaLocation` is the source's (the target keeps it).
     public init?(from sw: Int, _ sh: Int, _ sourceFormat: AVPixelFormat, to tw: Int, _ th: Int, _ targetFormat: AVPixelFormat,
                  map: StorageMap, quality: Scaler.Quality, sourceFullRange: Bool, sourceMatrix: Int32,
                  chromaLocation: AVChromaLocation, parts: Int? = nil, vectorUnits: VectorUnits = .available) {
-        guard map.swapsAxes, sourceMatrix == SWS_CS_ITU709,
+        guard Self.enabled, map.swapsAxes, sourceMatrix == SWS_CS_ITU709,
               sourceFormat == AV_PIX_FMT_NV12 || sourceFormat == AV_PIX_FMT_YUV420P,
               targetFormat == AV_PIX_FMT_YUV420P,
               sw >= 8, sh >= 8, tw >= 2, th >= 2, sw % 2 == 0, sh % 2 == 0, tw % 2 == 0, th % 2 == 0,
