@@ -24,8 +24,9 @@ enum { strip = 64, group = 8, max_taps = 128, ahead = 6 };
 
 static inline int16_t tap(int16_t x, int16_t c) { return (int16_t)(((int)x * c + 16384) >> 15); }
 
+/* A sum that started at offset + 16 (the rounding), to whole levels. */
 static inline uint8_t level(int16_t sum) {
-    int v = (sum + 16) >> 5;
+    int v = sum >> 5;
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
@@ -56,7 +57,7 @@ static void across_plain(const int16_t *w, ptrdiff_t wrow, const int16_t *c, int
 
 static void down_plain(const int16_t *turned, const int16_t *c, int taps, int offset, uint8_t *out, int from, int count) {
     for (int i = from; i < count; i++) {
-        int16_t s = (int16_t)offset;
+        int16_t s = (int16_t)(offset + 16);
         for (int t = 0; t < taps; t++) s = (int16_t)(s + tap(turned[(ptrdiff_t)t * strip + i], c[t]));
         out[i] = level(s);
     }
