@@ -148,6 +148,56 @@ final class TurnScalerTests: XCTestCase {
         }
     }
 
+    /// Chroma lands where its tag says it is, upright: ramps in the stored picture's chroma (U
+    /// along stored x, V along stored y), scaled up with the bilinear kernel (which keeps a ramp a
+    /// ramp), must read, at each output chroma sample's place mapped back through the turn, the
+    /// ramp's value there, to within rounding. A place off by a quarter chroma sample is off by 1.5
+    /// levels here.
+    func testChromaLandsWhereItsLocationTagSaysForEveryQuarterTag() throws {
+        let (sw, sh, tw, th) = (64, 96, 192, 128)
+        let locations: [(AVChromaLocation, x: Double, y: Double)] = [
+            (AVCHROMA_LOC_LEFT, 0.5, 1), (AVCHROMA_LOC_CENTER, 1, 1), (AVCHROMA_LOC_TOPLEFT, 0.5, 0.5), (AVCHROMA_LOC_TOP, 1, 0.5),
+        ]
+        let source = try VideoFramePool(width: sw, height: sh, pixelFormat: AV_PIX_FMT_NV12).frame(timeBase: Rational(1, 30))
+        memset(source.plane(0)!, 128, source.lineSize(0) * sh)
+        for j in 0..<(sh / 2) {
+            for i in 0..<(sw / 2) {
+                source.plane(1)![j * source.lineSize(1) + 2 * i] = UInt8(30 + 6 * i)
+                source.plane(1)![j * source.lineSize(1) + 2 * i + 1] = UInt8(20 + 4 * j)
+            }
+        }
+        for tag in Orientation.allCases where tag.storage.swapsAxes {
+            for (location, sx, sy) in locations {
+                let map = tag.storage
+                let scaler = try XCTUnwrap(TurnScaler(from: sw, sh, AV_PIX_FMT_NV12, to: tw, th, AV_PIX_FMT_YUV420P, map: map,
+                                                      quality: .bilinear, sourceFullRange: false, sourceMatrix: SWS_CS_ITU709,
+                                                      chromaLocation: location, parts: 1))
+                let out = try canvas(tw, th)
+                scaler.scale(source, PixelRect(x: 0, y: 0, width: sw, height: sh), into: out, PixelRect(x: 0, y: 0, width: tw, height: th))
+                var worst = 0.0, total = 0.0, count = 0
+                for m in 0..<(th / 2) {
+                    for k in 0..<(tw / 2) {
+                        // The output sample's place upright, then in the stored picture (luma units).
+                        let x = 2 * Double(k) + sx, y = 2 * Double(m) + sy
+                        let storedY = map.flipY ? Double(sh) - x * Double(sh) / Double(tw) : x * Double(sh) / Double(tw)
+                        let storedX = map.flipX ? Double(sw) - y * Double(sw) / Double(th) : y * Double(sw) / Double(th)
+                        // Away from the edges, where the ramp is continued by repeating the edge.
+                        guard storedX > 4, storedX < Double(sw) - 4, storedY > 4, storedY < Double(sh) - 4 else { continue }
+                        let u = 30 + 3 * (storedX - sx), v = 20 + 2 * (storedY - sy)
+                        let gotU = Double(out.plane(1)![m * out.lineSize(1) + k]), gotV = Double(out.plane(2)![m * out.lineSize(2) + k])
+                        worst = max(worst, abs(gotU - u), abs(gotV - v))
+                        // Beyond what rounding to whole levels must cost.
+                        total += abs(gotU - u) - abs(u.rounded() - u) + abs(gotV - v) - abs(v.rounded() - v)
+                        count += 2
+                    }
+                }
+                XCTAssertGreaterThan(count, 1000)
+                XCTAssertLessThan(total / Double(count), 0.1, "\(tag) chroma location \(location.rawValue): mean error beyond rounding")
+                XCTAssertLessThan(worst, 1.01, "\(tag) chroma location \(location.rawValue): worst error")
+            }
+        }
+    }
+
     func testConversionsItCannotDoExactlyAreLeftToSwscale() {
         func make(_ format: AVPixelFormat, _ tag: Orientation, matrix: Int32 = SWS_CS_ITU709, size: (Int, Int) = (1280, 590)) -> TurnScaler? {
             TurnScaler(from: 1170, 2532, format, to: size.0, size.1, AV_PIX_FMT_YUV420P, map: tag.storage, quality: .bicubic,

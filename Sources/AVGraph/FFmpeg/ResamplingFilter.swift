@@ -83,19 +83,20 @@ public struct ResamplingFilter: Sendable {
     }
 
     /// The filter of one axis of a plane scaled from `inputLength` to `outputLength` picture
-    /// (luma) samples, the plane subsampled by 2^`shift`; `cosited`: chroma samples sit on the
-    /// first luma sample of their pair (MPEG-2/H.264 "left") on the input and output side, not
-    /// between the two; `mirrored`: output 0 is at the input's far end.
+    /// (luma) samples, the plane subsampled by 2^`shift`. `inputSiting`/`outputSiting`: where a
+    /// chroma sample's centre lies in its pair of luma samples, in luma samples from the pair's
+    /// edge (0.5: on the first, as H.264's default "left" has it across; 1: between the two; 1.5:
+    /// on the second); `mirrored`: output 0 is at the input's far end.
     public static func axis(kernel: Kernel, inputLength: Int, outputLength: Int, shift: Int,
-                            inputCosited: Bool, outputCosited: Bool, mirrored: Bool, gain: Double = 1) -> ResamplingFilter {
+                            inputSiting: Double, outputSiting: Double, mirrored: Bool, gain: Double = 1) -> ResamplingFilter {
         let step = Double(1 << shift)
-        func phase(_ cosited: Bool) -> Double { shift == 0 || cosited ? 0.5 : step / 2 }
+        func phase(_ siting: Double) -> Double { shift == 0 ? 0.5 : siting }
         let inputCount = -((-inputLength) >> shift), outputCount = -((-outputLength) >> shift)
         let ratio = Double(inputLength) / Double(outputLength)
         let centers = (0..<outputCount).map { k -> Double in
-            let u = Double(k) * step + phase(outputCosited)
+            let u = Double(k) * step + phase(outputSiting)
             let v = mirrored ? Double(inputLength) - u * ratio : u * ratio
-            return (v - phase(inputCosited)) / step
+            return (v - phase(inputSiting)) / step
         }
         return ResamplingFilter(kernel: kernel, inputCount: inputCount, centers: centers, spread: ratio, gain: gain)
     }

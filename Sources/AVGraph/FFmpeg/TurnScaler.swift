@@ -72,16 +72,22 @@ public final class TurnScaler: @unchecked Sendable {
         case .bicubic: kernel = .bicubic
         case .lanczos: kernel = .lanczos
         }
-        // Chroma sits on its pair's first luma sample across (H.264's default) or between its
-        // two rows down; "top left" cosites both, "center" neither.
-        let cositedAcross = chromaLocation != AVCHROMA_LOC_CENTER
-        let cositedDown = chromaLocation == AVCHROMA_LOC_TOPLEFT
-        // Upright x runs down the stored rows, upright y along the stored columns.
+        // Where chroma sits in its pair of luma samples across and down (ResamplingFilter.axis);
+        // the target keeps the source's tag, so the same places hold upright.
+        let siting: (across: Double, down: Double)
+        switch chromaLocation {
+        case AVCHROMA_LOC_CENTER: siting = (1, 1)
+        case AVCHROMA_LOC_TOPLEFT: siting = (0.5, 0.5)
+        case AVCHROMA_LOC_TOP: siting = (1, 0.5)
+        case AVCHROMA_LOC_BOTTOMLEFT: siting = (0.5, 1.5)
+        case AVCHROMA_LOC_BOTTOM: siting = (1, 1.5)
+        default: siting = (0.5, 1)  // "left", H.264's and a phone's, and what unspecified means
+        }
         func pass(source: Int, pairs: Bool, targets: [Int], shift: Int, gain: Double, offset: Double) -> PlanePass {
             let across = ResamplingFilter.axis(kernel: kernel, inputLength: sh, outputLength: tw, shift: shift,
-                                               inputCosited: cositedDown, outputCosited: cositedAcross, mirrored: map.flipY)
+                                               inputSiting: siting.down, outputSiting: siting.across, mirrored: map.flipY)
             let down = ResamplingFilter.axis(kernel: kernel, inputLength: sw, outputLength: th, shift: shift,
-                                             inputCosited: cositedAcross, outputCosited: cositedDown, mirrored: map.flipX, gain: gain)
+                                             inputSiting: siting.across, outputSiting: siting.down, mirrored: map.flipX, gain: gain)
             let rows = across.positions.withUnsafeBufferPointer { avg_scale_turn_rows($0.baseAddress, Int32($0.count), Int32(across.taps)) }
             return PlanePass(sourcePlane: source, pairs: pairs, targetPlanes: targets, width: tw >> shift, height: th >> shift,
                              across: across, down: down, offset: Int32((offset * 32).rounded()), rows: rows)
