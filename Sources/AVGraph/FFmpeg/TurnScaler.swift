@@ -33,6 +33,9 @@ public final class TurnScaler: @unchecked Sendable {
     public let vectorUnits: VectorUnits
     let passes: [PlanePass]
     let sourceLayout: PixelLayout, targetLayout: PixelLayout
+    /// Where each part's upright columns start (and the last ends): 64-sample steps, whole cache
+    /// lines of every plane's rows.
+    let columnEdges: [Int]
     /// One scratch area per part: the strip across and its turned copy.
     let scratch: [UnsafeMutableRawPointer]
 
@@ -111,6 +114,7 @@ public final class TurnScaler: @unchecked Sendable {
         self.vectorUnits = min(vectorUnits, .available)
         let n = max(1, min(parts ?? Scaler.threads(forSourcePixels: sw * sh), tw / 64))
         self.parts = n
+        columnEdges = (0...n).map { i in i == n ? tw : tw * i / n / 64 * 64 }
         let bytes = passes.map { avg_scale_turn_scratch(Int32(sl.planeWidth($0.sourcePlane, sw)), $0.pairs ? 1 : 0, $0.rows) }.max() ?? 0
         scratch = (0..<n).map { _ in UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: 64) }
     }
@@ -119,14 +123,12 @@ public final class TurnScaler: @unchecked Sendable {
 
     /// Scales `sourceRect` of `source` (its stored orientation) upright into `targetRect` of `target`.
     public func scale(_ source: Frame, _ sourceRect: PixelRect, into target: Frame, _ targetRect: PixelRect) {
-        // Parts split the upright columns on 64-sample steps: whole cache lines of every plane's rows.
-        let edges = (0...parts).map { i in i == parts ? targetWidth : targetWidth * i / parts / 64 * 64 }
         if parts == 1 {
             run(part: 0, columns: 0..<targetWidth, source, sourceRect, target, targetRect)
             return
         }
         DispatchQueue.concurrentPerform(iterations: parts) { i in
-            run(part: i, columns: edges[i]..<edges[i + 1], source, sourceRect, target, targetRect)
+            run(part: i, columns: columnEdges[i]..<columnEdges[i + 1], source, sourceRect, target, targetRect)
         }
     }
 
