@@ -28,6 +28,10 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        // Every TCP server of a run (the operator page, /metrics, the RTMP listener) on NIO's event loops;
+        // TLS (rtmps://, --http-tls) from swift-nio-ssl's BoringSSL.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         .systemLibrary(
@@ -40,15 +44,22 @@ let package = Package(
         // Pixel kernels in C for the vector shuffles Swift does not reach.
         .target(name: "CKernels"),
         .target(name: "AVGraph", dependencies: ["CFFmpeg", "CKernels", "Yams"]),
-        .target(name: "AVGraphNodes", dependencies: ["AVGraph", "CFFmpeg", "CSrt"]),
+        .target(name: "AVGraphNodes", dependencies: [
+            "AVGraph", "CFFmpeg", "CSrt",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        ]),
         .target(name: "AVGraphTesting", dependencies: ["AVGraph", "CFFmpeg"]),
         .executableTarget(
             name: "avgraph",
-            dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl")],
             linkerSettings: hostExportsAVGraph
         ),
         .executableTarget(name: "PushExample", dependencies: ["AVGraph", "AVGraphNodes"], path: "Examples/PushExample"),
-        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"],
+                    exclude: ["Fixtures"], linkerSettings: hostExportsAVGraph),
         .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",
                 linkerSettings: pluginLink),

@@ -1,7 +1,7 @@
 import AVGraph
 
 enum VideoNodeSet {
-    nonisolated(unsafe) static let all: [any Node.Type] = [
+    static let all: [any Node.Type] = [
         TestsrcNode.self,
         RawvideoNode.self,
         OrientNode.self,

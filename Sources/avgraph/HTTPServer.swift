@@ -229,7 +229,7 @@ final class HTTPServer: @unchecked Sendable {
                 getnameinfo($0, socklen_t(MemoryLayout<sockaddr_storage>.size), &host, socklen_t(host.count), &port, socklen_t(port.count), NI_NUMERICHOST | NI_NUMERICSERV)
             }
         }
-        return r == 0 ? "\(String(cString: host)):\(String(cString: port))" : "?"
+        return r == 0 ? "\(String(filledBuffer: host)):\(String(filledBuffer: port))" : "?"
     }
 }
 

@@ -10,7 +10,7 @@ final class CheckRobustnessTests: XCTestCase {
     func checkData(_ data: Data, _ name: String = #function) -> CheckedPipeline {
         let dir = TestSupport.scratch(name)
         let path = dir + "/input.pipe"
-        FileManager.default.createFile(atPath: path, contents: data)
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: data))
         let start = Date()
         let r = checker.check(path: path)
         XCTAssertLessThan(Date().timeIntervalSince(start), 10, "check must answer within seconds")

@@ -30,7 +30,7 @@ final class HostileCheckTests: XCTestCase {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/time")
         p.arguments = ["-f", "%M %U %S", "-o", timePath, avgraphBinary] + args
-        FileManager.default.createFile(atPath: outPath, contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: outPath, contents: nil))
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         p.standardOutput = out
         p.standardError = out
@@ -213,7 +213,7 @@ final class HostileCheckTests: XCTestCase {
                               ("numbers-1e16", "rate '1e16' is out of range"), ("over-cap", "larger than 1024 KiB"),
                               ("invalid-utf8", "not valid UTF-8"), ("chain-1mib", "ok (")] {
             let path = dir + "/\(name).pipe"
-            FileManager.default.createFile(atPath: path, contents: corpus[name])
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: corpus[name]))
             let o = try Self.measure(["check", path])
             XCTAssertTrue(o.output.contains(words), "\(name): '\(words)' not in\n\(o.output.prefix(800))")
         }
@@ -225,7 +225,7 @@ final class HostileCheckTests: XCTestCase {
         let fifo = dir + "/fifo.pipe"
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
         let sparse = dir + "/sparse.pipe"
-        FileManager.default.createFile(atPath: sparse, contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: sparse, contents: nil))
         XCTAssertEqual(truncate(sparse, 10 << 30), 0)
         for (name, path) in [("fifo", fifo), ("folder", dir), ("dev-zero", "/dev/zero"), ("sparse-10GB", sparse), ("missing", dir + "/nothing.pipe")] {
             try assertBounded(name, [path], mayPass: false)

@@ -394,7 +394,7 @@ final class IONodeTests: XCTestCase {
         XCTAssertTrue(unknown.contains("unknown container '.avi'") && unknown.contains(".mp4, .mov, .mkv, .flv, .ts"), unknown)
         let frag = sinkErrors("path: out.mkv, fragmented: true")
         XCTAssertTrue(frag.contains("fragmented applies to .mp4 and .mov"), frag)
-        FileManager.default.createFile(atPath: dir + "/exists.mkv", contents: Data("keep".utf8))
+        XCTAssertTrue(FileManager.default.createFile(atPath: dir + "/exists.mkv", contents: Data("keep".utf8)))
         let exists = sinkErrors("path: exists.mkv")
         XCTAssertTrue(exists.contains("already exists"), exists)
         XCTAssertTrue(sinkErrors("path: exists.mkv, overwrite: true").isEmpty)

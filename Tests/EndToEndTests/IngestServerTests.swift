@@ -102,7 +102,7 @@ final class IngestServerTests: XCTestCase {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: CLI.packageRoot + "/scripts/ingest-server")
         server.arguments = ["--port", String(port), "--host", "127.0.0.1", "--out", out, "--avgraph", CLI.binary] + extra
-        FileManager.default.createFile(atPath: dir + "/server.log", contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: dir + "/server.log", contents: nil))
         let log = FileHandle(forWritingAtPath: dir + "/server.log")
         server.standardError = log
         server.standardOutput = log

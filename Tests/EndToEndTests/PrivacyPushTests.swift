@@ -71,7 +71,7 @@ final class PrivacyPushTests: XCTestCase {
         let witness = PrivacyWitness(switches: switches, defaultCard: "blue")
         let recorded = try FileManager.default.contentsOfDirectory(atPath: nginx.recordings).filter { $0.hasSuffix(".flv") }
         XCTAssertEqual(recorded.count, 1, "nginx recorded one session: \(recorded)")
-        for (what, path) in [("MP4", dir + "/out.mp4")] + recorded.map { ("nginx's recording", nginx.recordings + "/" + $0) } {
+        for (what, path) in [("MP4", dir + "/out.mp4")] + recorded.map({ ("nginx's recording", nginx.recordings + "/" + $0) }) {
             let shown = try PrivacyWitness.decode(path, cards: Self.cards)
             let c = witness.count(shown, pushed: count)
             print("privacy switches: 100, \(what): \(c)")

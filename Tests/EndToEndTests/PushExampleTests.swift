@@ -19,7 +19,7 @@ final class PushExampleTests: XCTestCase {
         p.arguments = [output, "--size", "1170x2532", "--seconds", String(Self.seconds)]
         let out = Pipe()
         let errPath = CLI.scratch() + "/stderr"
-        FileManager.default.createFile(atPath: errPath, contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: errPath, contents: nil))
         let err = try XCTUnwrap(FileHandle(forWritingAtPath: errPath))
         p.standardOutput = out
         p.standardError = err

@@ -27,7 +27,7 @@ public enum FFmpegLog {
             var line = [CChar](repeating: 0, count: 2048)
             var prefix: Int32 = 1
             av_log_format_line2(avcl, level, format, args, &line, Int32(line.count), &prefix)
-            let text = Redaction.text(String(cString: line))
+            let text = Redaction.text(String(filledBuffer: line))
             FileHandle.standardError.write(Data(text.utf8))
         }
     }
@@ -46,7 +46,7 @@ public enum FFmpegLog {
             var buffer = [CChar](repeating: 0, count: 2048)
             var printPrefix: Int32 = 0
             _ = av_log_format_line2(avcl, level, format, args, &buffer, Int32(buffer.count), &printPrefix)
-            let text = Redaction.text(String(cString: buffer)).trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = Redaction.text(String(filledBuffer: buffer)).trimmingCharacters(in: .whitespacesAndNewlines)
             guard !text.isEmpty else { return }
             FFmpegLog.deliver(Line(level: level, node: FFmpegLog.currentTag, component: FFmpegLog.component(avcl), text: text))
         }

@@ -9,7 +9,7 @@ enum SocketAddress {
         guard getnameinfo(a, length, &host, socklen_t(host.count), &service, socklen_t(service.count), NI_NUMERICHOST | NI_NUMERICSERV) == 0 else {
             return "unknown"
         }
-        let h = String(cString: host), p = String(cString: service)
+        let h = String(filledBuffer: host), p = String(filledBuffer: service)
         return h.contains(":") ? "[\(h)]:\(p)" : "\(h):\(p)"
     }
 
