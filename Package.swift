@@ -50,11 +50,16 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "AVGraphTesting", dependencies: ["AVGraph", "CFFmpeg"]),
+        // The operator's page, its API and /metrics on NIO (HTTP/1.1 from NIOHTTP1, TLS from NIOSSL): a library of
+        // its own so the HTTP fuzz target drives the same server pipeline the program serves.
+        .target(name: "AVGraphHTTP", dependencies: [
+            "AVGraph",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        ]),
         .executableTarget(
             name: "avgraph",
-            dependencies: ["AVGraph", "AVGraphNodes", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-                           .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl")],
+            dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             linkerSettings: hostExportsAVGraph
         ),
         .executableTarget(name: "PushExample", dependencies: ["AVGraph", "AVGraphNodes"], path: "Examples/PushExample"),
@@ -79,8 +84,12 @@ let package = Package(
 // libFuzzer targets (Fuzz/), only when scripts/fuzz builds them: their entry point is
 // LLVMFuzzerTestOneInput, so they link only with -sanitize=fuzzer.
 if Context.environment["AVGRAPH_FUZZ"] != nil {
-    package.targets += [.target(name: "CFuzzDriver", path: "Fuzz/driver")] + ["pipe", "ingest", "control", "rtmp"].map { name in
-        .executableTarget(name: "Fuzz\(name.prefix(1).uppercased() + name.dropFirst())", dependencies: ["AVGraph", "AVGraphNodes", "CFuzzDriver"],
-                          path: "Fuzz/\(name)")
+    // http drives the server's own NIO pipeline in an EmbeddedChannel.
+    let more: [String: [Target.Dependency]] = [
+        "http": ["AVGraphHTTP", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio")],
+    ]
+    package.targets += [.target(name: "CFuzzDriver", path: "Fuzz/driver")] + ["pipe", "ingest", "control", "rtmp", "http"].map { name in
+        .executableTarget(name: "Fuzz\(name.prefix(1).uppercased() + name.dropFirst())",
+                          dependencies: ["AVGraph", "AVGraphNodes", "CFuzzDriver"] + (more[name] ?? []), path: "Fuzz/\(name)")
     }
 }

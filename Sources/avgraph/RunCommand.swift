@@ -1,5 +1,6 @@
 import ArgumentParser
 import AVGraph
+import AVGraphHTTP
 import Foundation
 
 struct RunCommand: ParsableCommand {
@@ -63,6 +64,14 @@ struct RunCommand: ParsableCommand {
     @Option(name: .long, help: "The token --http asks for (default: $AVGRAPH_HTTP_TOKEN, else a random one, printed once off loopback).")
     var httpToken: String?
 
+    @Option(name: .long, help: ArgumentHelp("Serve --http over TLS (https://) with this certificate (chain) and its private key, PEM files.",
+                                            valueName: "cert,key"))
+    var httpTls: String?
+
+    @Option(name: .long, help: ArgumentHelp("A name the page is served under besides loopback names and its own address, e.g. studio.lan (repeatable); a request for another name (its Host) gets 421.",
+                                            valueName: "name"))
+    var httpHost: [String] = []
+
     func validate() throws {
         if realtime && offline { throw ValidationError("--realtime and --offline exclude each other") }
         if let duration, ValueSyntax.duration(duration) == nil {
@@ -85,6 +94,15 @@ struct RunCommand: ParsableCommand {
                 throw ValidationError("--http \(http) is not a loopback address: add --http-allow-remote (every request then needs the token) to serve it beyond this machine")
             }
         }
+        if http == nil, httpTls != nil || !httpHost.isEmpty {
+            throw ValidationError("--http-tls and --http-host go with --http")
+        }
+        if let httpTls, tlsFiles(httpTls) == nil {
+            throw ValidationError("--http-tls takes CERT,KEY: two PEM files, the certificate and its private key, got '\(httpTls)'")
+        }
+        if let bad = httpHost.first(where: { !HTTPNames.isValidName($0) }) {
+            throw ValidationError("--http-host takes a name or an address without port, like studio.lan or 192.168.1.20, got '\(bad)'")
+        }
         if let httpToken, httpToken.count < 16 || httpToken.contains(where: { !$0.isLetter && !$0.isNumber && $0 != "-" && $0 != "_" }) {
             throw ValidationError("--http-token takes at least 16 letters, digits, '-' or '_'")
         }
@@ -104,6 +122,13 @@ struct RunCommand: ParsableCommand {
             throw ExitCode(1)
         }
         let reporter = StderrReporter(settings: try logging.settings(nodes: checked.nodes.map(\.name)), pipeline: checked)
+        // Before the run makes any file: a certificate that will not load is a start error.
+        let tls = try httpTls.flatMap(tlsFiles).map { files in
+            do { return try HTTPTLS.context(certificate: files.certificate, key: files.key) } catch {
+                reporter.say(.error, node: nil, "--http-tls: \(error)")
+                throw ExitCode(1)
+            }
+        }
         let log = EventLog(output: events == .json ? .json : .none)
         reporter.attach(log)
         // A page is for watching a run as it happens: with --http a file-fed run is paced too, unless --offline.
@@ -131,7 +156,9 @@ struct RunCommand: ParsableCommand {
         var servers: [HTTPServer] = []
         defer { for s in servers { s.close() } }
         if let metrics, let address = HTTPAddress(metrics) {
-            do { servers.append(try HTTPServer(address, name: "metrics") { [run] in OperatorAPI.metricsOnly(run, $0) }) } catch {
+            // Off loopback (--metrics-allow-remote) anyone may read the figures, under any name.
+            let service = HTTPService(names: address.isLoopback ? HTTPNames(bound: address) : .any) { [run] in OperatorAPI.metricsOnly(run, $0) }
+            do { servers.append(try HTTPServer(address, name: "metrics", service: service)) } catch {
                 reporter.say(.error, node: nil, "\(error)")
                 throw ExitCode(1)
             }
@@ -140,15 +167,18 @@ struct RunCommand: ParsableCommand {
         if let http, let address = HTTPAddress(http) {
             let given = httpToken ?? ProcessInfo.processInfo.environment["AVGRAPH_HTTP_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
             let api = OperatorAPI(run: run, token: given ?? OperatorAPI.newToken(), remote: !address.isLoopback, preview: run.tapPreview(interval: 0.25))
+            let service = HTTPService(names: HTTPNames(bound: address, extra: httpHost), tls: tls) { api.handle($0) }
             let server: HTTPServer
-            do { server = try HTTPServer(address, name: "http") { api.handle($0) } } catch {
+            do { server = try HTTPServer(address, name: "http", service: service) } catch {
                 reporter.say(.error, node: nil, "\(error)")
                 throw ExitCode(1)
             }
             servers.append(server)
             // Off loopback the page needs its token: a generated one is said once, here, to whoever started the run.
             let suffix = address.isLoopback || given != nil ? "" : "?token=\(api.token)"
-            Terminal.err("avgraph: operator page: http://\(server.address.authority)/\(suffix)")
+            // The first --http-host is the name the operator serves the page under (and its certificate's).
+            let authority = httpHost.first.map { ($0.contains(":") && !$0.hasPrefix("[") ? "[\($0)]" : $0) + ":\(server.address.port)" }
+            Terminal.err("avgraph: operator page: \(server.scheme)://\(authority ?? server.address.authority)/\(suffix)")
         }
         if let path = control?.path { run.onStart = { log.emit(.control(.init(socket: path))) } }
         let stopper = SignalStopper(run: run)
@@ -161,5 +191,12 @@ struct RunCommand: ParsableCommand {
         status.finish()
         let code = reporter.finish(failed: failure)
         if code != 0 { throw ExitCode(code) }
+    }
+
+    /// `CERT,KEY` of --http-tls.
+    private func tlsFiles(_ text: String) -> (certificate: String, key: String)? {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
+        return (parts[0], parts[1])
     }
 }

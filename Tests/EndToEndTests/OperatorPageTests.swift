@@ -5,21 +5,18 @@ import XCTest
 /// `run --http`: the operator's page, opened in Debian's chromium (headless, driven by Selenium
 /// through chromium-driver), checked for what a person sees, and the recording checked after.
 final class OperatorPageTests: XCTestCase {
-    /// What a person does on the page, in a real browser: watches the preview move, reads the
-    /// meters, mutes both sounds, switches the privacy card on, pauses and resumes; the results
-    /// as JSON. Colours are read from the preview image the page shows.
-    static let browser = #"""
+    /// The start of a browser script: headless chromium (Selenium through chromium-driver) as `d`,
+    /// certificate errors ignored (a test's certificate is its own), `until(f, seconds)` to poll.
+    static let chromium = #"""
 import json, sys, time
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-url, shot = sys.argv[1], sys.argv[2]
 o = webdriver.ChromeOptions()
-for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"]:
+for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000", "--ignore-certificate-errors"]:
     o.add_argument(a)
 o.binary_location = "/usr/bin/chromium"
 d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
-out = {}
 def until(f, timeout):
     end = time.time() + timeout
     while time.time() < end:
@@ -27,6 +24,15 @@ def until(f, timeout):
         if v: return v
         time.sleep(0.05)
     return f()
+
+"""#
+
+    /// What a person does on the page, in a real browser: watches the preview move, reads the
+    /// meters, mutes both sounds, switches the privacy card on, pauses and resumes; the results
+    /// as JSON. Colours are read from the preview image the page shows.
+    static let browser = chromium + #"""
+url, shot = sys.argv[1], sys.argv[2]
+out = {}
 SAMPLE = """const img = document.getElementById('preview'); if (!img.complete || !img.naturalWidth) return null;
   const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
   const g = c.getContext('2d'); g.drawImage(img, 0, 0);"""

@@ -17,20 +17,43 @@ import Foundation
 /// Safety: loopback unless `--http-allow-remote`. Requests that change the run are POST with
 /// the token in `X-Avgraph-Token` (another web page the browser has open cannot read the token,
 /// so it cannot drive the run). Off loopback, every request needs the token (`?token=` or the
-/// header). A `clip` request may not name a path: the page's clips go to `clips/` in the run's
+/// header). Before a request gets here the server has refused names it does not serve (`Host`)
+/// and commands from another origin (`HTTPService.refusal`). A `clip` request may not name a path: the page's clips go to `clips/` in the run's
 /// working folder, named by the pipeline and the time.
-struct OperatorAPI: Sendable {
-    let run: PipelineRun
-    let token: String
+public struct OperatorAPI: Sendable {
+    public let token: String
     let remote: Bool
+    let pipeline: String
     let preview: PictureTap?
+    let events: EventLog
+    let answer: @Sendable ([UInt8]) -> [UInt8]
+    let metrics: @Sendable () -> String
 
-    static func newToken() -> String {
+    /// `remote`: served beyond loopback, so every request needs the token.
+    public init(run: PipelineRun, token: String, remote: Bool, preview: PictureTap?) {
+        self.init(pipeline: run.pipeline.settings.name, token: token, remote: remote, preview: preview, events: run.events,
+                  answer: { run.answer(controlLine: $0) }, metrics: { MetricsText.render(run) })
+    }
+
+    /// The API over a run's parts: the fuzz target answers a `set` without waiting for a node
+    /// and gives the event stream a log of its own.
+    package init(pipeline: String, token: String, remote: Bool, preview: PictureTap?, events: EventLog,
+                 answer: @escaping @Sendable ([UInt8]) -> [UInt8], metrics: @escaping @Sendable () -> String) {
+        self.pipeline = pipeline
+        self.token = token
+        self.remote = remote
+        self.preview = preview
+        self.events = events
+        self.answer = answer
+        self.metrics = metrics
+    }
+
+    public static func newToken() -> String {
         var g = SystemRandomNumberGenerator()
         return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
     }
 
-    func handle(_ r: HTTPServer.Request) -> HTTPServer.Response {
+    public func handle(_ r: HTTPRequest) -> HTTPResponse {
         let presented = r.headers["x-avgraph-token"] ?? r.query["token"]
         let authorized = presented.map { Self.same($0, token) } ?? false
         if remote && !authorized { return .text(401, "401: this page needs its token (?token=...)\n") }
@@ -39,9 +62,9 @@ struct OperatorAPI: Sendable {
             return .full(status: 200, contentType: "text/html; charset=utf-8", body: Array(OperatorPage.html(token: token).utf8),
                          headers: ["Cache-Control": "no-store", "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'"])
         case ("GET", "/api/stats"):
-            return .json(200, run.answer(controlLine: Array("{\"cmd\":\"stats\"}".utf8)))
+            return .json(200, answer(Array("{\"cmd\":\"stats\"}".utf8)))
         case ("GET", "/api/graph"):
-            return .json(200, run.answer(controlLine: Array("{\"cmd\":\"graph\"}".utf8)))
+            return .json(200, answer(Array("{\"cmd\":\"graph\"}".utf8)))
         case ("GET", "/api/preview.jpg"):
             guard let picture = preview?.latest() else { return .text(503, "no picture yet\n") }
             do {
@@ -51,11 +74,9 @@ struct OperatorAPI: Sendable {
                 return .text(503, "preview: \(error)\n")
             }
         case ("GET", "/api/events"):
-            let events = run.events
-            return .stream(contentType: "text/event-stream") { stream in
-                let listener = events.addListener { line in stream.enqueue(Array("data: \(line)\n\n".utf8)) }
-                defer { events.removeListener(listener) }
-                stream.pump()
+            return .stream(contentType: "text/event-stream") { [events] sink in
+                let listener = events.addListener { line in sink.send(Array("data: \(line)\n\n".utf8)) }
+                return { events.removeListener(listener) }
             }
         case ("POST", "/api/ctl"):
             guard authorized else { return .text(401, "401: a command needs the page's token in X-Avgraph-Token\n") }
@@ -69,18 +90,18 @@ struct OperatorAPI: Sendable {
             case .string("watch")?:
                 return .json(400, Array("{\"ok\":false,\"error\":\"watch needs the control socket; over HTTP the events stream from /api/events\"}".utf8))
             case .string("clip")?:
-                request["path"] = .string(Self.clipPath(pipeline: run.pipeline.settings.name))
+                request["path"] = .string(Self.clipPath(pipeline: pipeline))
                 let line = (try? JSONEncoder().encode(EventValue.object(request))).map { Array($0) } ?? []
-                return .json(200, run.answer(controlLine: line))
+                return .json(200, answer(line))
             default:
-                return .json(200, run.answer(controlLine: r.body))
+                return .json(200, answer(r.body))
             }
         case ("GET", "/metrics"), ("HEAD", "/metrics"):
-            return Self.metrics(run)
+            return Self.metrics(metrics())
         case (_, "/"), (_, "/api/stats"), (_, "/api/graph"), (_, "/api/preview.jpg"), (_, "/api/events"), (_, "/metrics"):
-            return .full(status: 405, contentType: "text/plain; charset=utf-8", body: Array("405: GET only\n".utf8), headers: ["Allow": "GET, HEAD"])
+            return .text(405, "405: GET only\n", headers: ["Allow": "GET, HEAD"])
         case (_, "/api/ctl"):
-            return .full(status: 405, contentType: "text/plain; charset=utf-8", body: Array("405: POST only\n".utf8), headers: ["Allow": "POST"])
+            return .text(405, "405: POST only\n", headers: ["Allow": "POST"])
         default:
             return .text(404, "404: not found; the page is at /\n")
         }
@@ -94,17 +115,15 @@ struct OperatorAPI: Sendable {
         return "\(folder)/\(String(safe))-\(stamp).mp4"
     }
 
-    static func metrics(_ run: PipelineRun) -> HTTPServer.Response {
-        .full(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(MetricsText.render(run).utf8))
+    static func metrics(_ text: String) -> HTTPResponse {
+        .full(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(text.utf8))
     }
 
     /// `--metrics` alone: `/metrics` and nothing else.
-    static func metricsOnly(_ run: PipelineRun, _ r: HTTPServer.Request) -> HTTPServer.Response {
+    public static func metricsOnly(_ run: PipelineRun, _ r: HTTPRequest) -> HTTPResponse {
         guard r.path == "/metrics" else { return .text(404, "not found: try /metrics\n") }
-        guard r.method == "GET" || r.method == "HEAD" else {
-            return .full(status: 405, contentType: "text/plain; charset=utf-8", body: Array("only GET\n".utf8), headers: ["Allow": "GET, HEAD"])
-        }
-        return metrics(run)
+        guard r.method == "GET" || r.method == "HEAD" else { return .text(405, "only GET\n", headers: ["Allow": "GET, HEAD"]) }
+        return metrics(MetricsText.render(run))
     }
 
     /// Compares in time independent of where the first difference is.

@@ -1,7 +1,7 @@
 /// The operator's page `run --http` serves: one static HTML file with its CSS and script inline
 /// (no build step, no CDN, nothing fetched but the run's own API). The token is written into it
 /// for the commands it sends; the page is served only to whoever may already read it.
-enum OperatorPage {
+public enum OperatorPage {
     static func html(token: String) -> String {
         template.replacingOccurrences(of: "__TOKEN__", with: token)
     }

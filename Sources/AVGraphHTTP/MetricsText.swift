@@ -2,8 +2,8 @@ import AVGraph
 import Foundation
 
 /// The figures of a run in Prometheus' text format, one family per figure.
-enum MetricsText {
-    static func render(_ run: PipelineRun) -> String {
+public enum MetricsText {
+    public static func render(_ run: PipelineRun) -> String {
         let pipeline = run.pipeline.settings.name
         let counters = run.counters()
         var families: [(name: String, type: String, help: String, samples: [(labels: [(String, String)], value: Double)])] = []
