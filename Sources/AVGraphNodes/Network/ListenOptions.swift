@@ -15,13 +15,21 @@ enum ListenOptions {
     static let maxRate = Setting.number("max-rate", 1...1000, default: 120,
         doc: "with listen: a publisher sending more pictures a second than this is refused")
 
-    static func rtmp() -> [OptionSpec] { [keys.spec, keysFile.spec, handshakeTimeout.spec, maxSize.spec, maxRate.spec] }
+    static let certificate = Setting<String?>.path("cert", mustExist: true,
+        doc: "with listen and an rtmps:// url: the server's TLS certificate, a PEM file (the chain after it)")
+    static let privateKey = Setting<String?>.path("key", mustExist: true,
+        doc: "with listen and an rtmps:// url: the TLS private key of cert, a PEM file without a passphrase")
 
-    /// `rtmp://HOST:PORT/APP/STREAM` cut into its parts (STREAM may be empty).
+    static func rtmp() -> [OptionSpec] {
+        [keys.spec, keysFile.spec, handshakeTimeout.spec, maxSize.spec, maxRate.spec, certificate.spec, privateKey.spec]
+    }
+
+    /// `rtmp://HOST:PORT/APP/STREAM` (or `rtmps://`) cut into its parts (STREAM may be empty);
+    /// without a port, RTMP's 1935 or RTMPS's 443.
     static func rtmpParts(_ url: String) -> (host: String, port: Int, app: String, stream: String)? {
         guard let c = URLComponents(string: url), let host = c.host else { return nil }
         let segments = c.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        return (host, c.port ?? 1935, segments.first ?? "", segments.dropFirst().joined(separator: "/"))
+        return (host, c.port ?? (c.scheme == "rtmps" ? 443 : 1935), segments.first ?? "", segments.dropFirst().joined(separator: "/"))
     }
 
     /// The keys of a listening RTMP source; refuses a setup where no key could admit anyone.

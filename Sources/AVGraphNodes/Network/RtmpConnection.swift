@@ -188,7 +188,13 @@ final class RtmpConnection {
             admitted = true
             flv = Array("FLV".utf8) + [1, 5, 0, 0, 0, 9, 0, 0, 0, 0]
         case "FCUnpublish", "deleteStream", "closeStream":
-            if phase == .publishing { phase = .ended }
+            guard phase == .publishing else { break }
+            // Answered as nginx-rtmp does (on the stream createStream gave), so the client sees
+            // its stop acknowledged and closes first: GStreamer's rtmp2sink calls a server that
+            // closes under it an error.
+            status("status", "NetStream.Unpublish.Success", "Stop publishing", streamID: 1)
+            if txid != 0 { command([.string("_result"), .number(txid), .null, .undefined]) }
+            phase = .ended
         case "play":
             refuse("refused: not a publisher (play)")
         default: break

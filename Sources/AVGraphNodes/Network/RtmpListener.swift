@@ -1,193 +1,375 @@
 import AVGraph
 import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
 
-/// avgraph as an RTMP server: one thread that accepts any number of connections at once and
-/// takes each through the handshake and the publish commands (`RtmpConnection`), all on one
-/// poll(2) woken by a stop pipe. A connection that has not published with a valid key within
-/// `handshakeTimeout` is dropped; only an admitted publisher becomes a session, handed to the
-/// reader as a `PublisherStream` of FLV. While one publishes, another valid publisher is
-/// refused (the held session ends after `silence` without data, so a phone that reconnects
-/// gets in then). Refusals are warnings naming the peer, never the key.
-final class RtmpListener: PublisherListener, @unchecked Sendable {
+/// avgraph as an RTMP server (RTMPS with a certificate) on SwiftNIO: every connection of one
+/// source on one event loop of the process's shared group, each a pipeline of its own (TLS
+/// first when the URL is `rtmps://`, then `RtmpDecoder` feeding its `RtmpConnection`, then
+/// `RtmpPeer`). Any number of connections go through the handshake and the publish commands at
+/// once; one that has not published with a valid key within `handshakeTimeout` is dropped. Only
+/// an admitted publisher becomes a session, handed to the reader as a `PublisherStream` of FLV,
+/// and its socket is read only while that stream has room: TCP holds the rest at the publisher.
+/// While one publishes, another valid publisher is refused (the held session ends after
+/// `silence` without data, so a phone that reconnects gets in then). Refusals are warnings
+/// naming the peer, never the key.
+final class RtmpListener: PublisherHandoff, @unchecked Sendable {
     struct Limits {
         var handshakeTimeout = 5.0
         /// An admitted publisher that sends nothing this long is gone.
         var silence = 5.0
         /// Connections that have not published yet, at most; more are closed at once.
         var pending = 64
+        /// A publisher that asked to stop gets this long to close first (then it is closed).
+        var leaving = 3.0
     }
 
-    private final class Peer {
-        let fd: Int32
-        let address: String
-        let connection: RtmpConnection
-        let deadline: Double
-        var lastData: Double
-        var sentSomething = false
-        var stream: PublisherStream?
-        var announced = false
-        init(fd: Int32, address: String, connection: RtmpConnection, now: Double, timeout: Double) {
-            self.fd = fd
-            self.address = address
-            self.connection = connection
-            deadline = now + timeout
-            lastData = now
-        }
+    /// PEM files of an `rtmps://` listener.
+    struct TLSFiles {
+        var certificate: String
+        var key: String
     }
 
     let policy: RtmpPolicy
     let limits: Limits
-    /// Closed when the accept loop ends, not at deinit: a stopped source frees its port at once,
-    /// so a run (or a test) can listen on it again straight away.
-    private var listener: Int32
-    private var peers: [Peer] = []
-    private var lastCrowdWarning = 0.0
+    private let loop: EventLoop
+    private let lobby: NIOLoopBoundBox<Lobby>
+    private let tls: NIOSSLContext?
+    /// Bound in init (a port in use is an error at start, not a warning later); it accepts only
+    /// from `start()`. Closed at `stop()`: a stopped source frees its port at once, so a run (or
+    /// a test) can listen on it again straight away.
+    private var server: Channel?
 
-    /// Binds at once (a port in use is an error at start, not a warning later).
-    init(host: String, port: Int, policy: RtmpPolicy, limits: Limits) throws {
+    init(host: String, port: Int, policy: RtmpPolicy, limits: Limits, tls files: TLSFiles? = nil) throws {
         self.policy = policy
         self.limits = limits
-        let fd = try SocketAddress.listen(host: host, port: port)
-        listener = fd
-        do { try super.init(threadName: "rtmp-listener") } catch {
-            close(fd)
-            throw error
+        if let files {
+            do { tls = try ListenTLS.context(certificate: files.certificate, key: files.key) } catch { throw MediaError(error.description) }
+        } else {
+            tls = nil
+        }
+        loop = MultiThreadedEventLoopGroup.singleton.next()
+        lobby = NIOLoopBoundBox.makeBoxSendingValue(Lobby(), as: Lobby.self, eventLoop: loop)
+        super.init()
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        // One loop for the server and its connections: the lobby (who waits, who publishes) is
+        // that loop's alone, as the poll(2) thread's was.
+        let bootstrap = ServerBootstrap(group: loop)
+            .serverChannelOption(ChannelOptions.backlog, value: 64)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(ChannelOptions.autoRead, value: false)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            // Each connection reads only when its peer handler asks: back-pressure is reading less.
+            .childChannelOption(ChannelOptions.autoRead, value: false)
+            .childChannelInitializer { [weak self] channel in
+                guard let self else { return channel.close() }
+                return channel.eventLoop.makeCompletedFuture { try self.admit(channel) }
+            }
+        do { server = try bootstrap.bind(host: bare.isEmpty ? "0.0.0.0" : bare, port: port).wait() } catch {
+            let why = (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
+            throw MediaError("cannot listen on \(host):\(port): \(why)")
         }
     }
 
     deinit {
-        stop()
-        if listener >= 0 { close(listener) }
+        // Never started or stopped (a run that failed before its start): the port is freed all the same.
+        if !isStopped { server?.close(promise: nil) }
     }
 
-    override func run() {
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        defer {
-            for p in peers { drop(p) }
-            close(listener)
-            listener = -1
-        }
-        while !isStopped {
-            let now = Monotonic.now
-            var fds = [pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0), pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
-            var nearest = Double.infinity
-            for p in peers {
-                var events: Int16 = 0
-                if p.stream?.isFull == true {
-                    // Not read because the reader is behind: its silence is ours, not the publisher's.
-                    p.lastData = now
-                } else {
-                    events |= Int16(POLLIN)
-                }
-                if !p.connection.output.isEmpty { events |= Int16(POLLOUT) }
-                fds.append(pollfd(fd: p.fd, events: events, revents: 0))
-                nearest = min(nearest, p.stream == nil ? p.deadline : p.lastData + limits.silence)
-            }
-            let wait = nearest.isFinite ? Int32(max(0, min(60, nearest - now)) * 1000) + 1 : -1
-            guard poll(&fds, nfds_t(fds.count), wait) >= 0 || errno == EINTR else { return }
-            if fds[0].revents != 0 { drainWake() }
-            if isStopped { return }
-            if fds[1].revents & Int16(POLLIN) != 0 { acceptAll() }
-            var gone: Set<ObjectIdentifier> = []
-            for (i, p) in peers.enumerated() where i + 2 < fds.count {
-                let events = fds[i + 2].revents
-                if events & Int16(POLLOUT) != 0 { flush(p) }
-                guard events & Int16(POLLIN | POLLHUP | POLLERR) != 0 else { continue }
-                let n = buffer.withUnsafeMutableBytes { Glibc.read(p.fd, $0.baseAddress, $0.count) }
-                if n < 0 && (errno == EAGAIN || errno == EINTR) { continue }
-                if n <= 0 {
-                    closed(p)
-                    gone.insert(ObjectIdentifier(p))
-                    continue
-                }
-                p.sentSomething = true
-                p.lastData = Monotonic.now
-                if !received(p, buffer.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[0..<n]) }) { gone.insert(ObjectIdentifier(p)) }
-            }
-            let later = Monotonic.now
-            for p in peers where !gone.contains(ObjectIdentifier(p)) {
-                if p.stream?.isAbandoned == true {
-                    drop(p)
-                } else if p.stream == nil && later >= p.deadline {
-                    note("\(p.address): refused: handshake timed out (\(Self.seconds(limits.handshakeTimeout)) without a publish with a valid key)")
-                    drop(p)
-                } else if p.stream != nil && later - p.lastData >= limits.silence {
-                    note("\(p.address): the publisher sent nothing for \(Self.seconds(limits.silence)): taken as gone")
-                    drop(p)
-                } else { continue }
-                gone.insert(ObjectIdentifier(p))
-            }
-            peers.removeAll { gone.contains(ObjectIdentifier($0)) }
+    override func start() {
+        server?.setOption(ChannelOptions.autoRead, value: true).whenFailure { [weak self] error in
+            self?.note("the RTMP listener cannot accept connections: \(error)")
         }
     }
 
-    private func acceptAll() {
-        while let (fd, address) = SocketAddress.accept(listener) {
-            let waiting = peers.filter { $0.stream == nil }.count
-            if waiting >= limits.pending {
-                close(fd)
-                if Monotonic.now - lastCrowdWarning > 1 {
-                    lastCrowdWarning = Monotonic.now
-                    note("\(address): refused: \(limits.pending) connections are already waiting to publish")
-                }
-                continue
-            }
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            peers.append(Peer(fd: fd, address: address, connection: RtmpConnection(policy: policy), now: Monotonic.now, timeout: limits.handshakeTimeout))
+    override func stop() {
+        guard markStopped() else { return }
+        let closed = server?.close() ?? loop.makeSucceededVoidFuture()
+        let dropped = loop.flatSubmit { [lobby, loop] in
+            lobby.value.closing = true
+            return EventLoopFuture.andAllComplete(lobby.value.peers.compactMap { $0.drop() }, on: loop)
         }
+        // A listener let go on its own loop (its last connection gone) cannot wait there.
+        if !loop.inEventLoop { _ = try? closed.and(dropped).wait() }
     }
 
-    /// Feeds a connection; false when it is to be closed (refused, or the publisher finished).
-    private func received(_ p: Peer, _ bytes: UnsafeRawBufferPointer) -> Bool {
-        let c = p.connection
-        c.othersPublishing = peers.contains { $0 !== p && $0.stream != nil }
-        c.receive(bytes)
-        var unread: Int32 = 0
-        if ioctl(p.fd, UInt(FIONREAD), &unread) == 0 && unread == 0 && p.stream?.isFull != true { c.acknowledgeIfDue() }
-        flush(p)
-        if c.admitted, p.stream == nil {
-            p.stream = PublisherStream(peer: p.address) { [weak self] in self?.poke() }
+    /// A new connection's pipeline; on the loop.
+    private func admit(_ channel: Channel) throws {
+        let connection = RtmpConnection(policy: policy)
+        let reads = SocketReads()
+        let lobby = lobby.value
+        let peer = RtmpPeer(listener: self, lobby: lobby, connection: connection, reads: reads, address: Self.describe(channel.remoteAddress))
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(reads)
+        if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
+        try pipeline.addHandler(ByteToMessageHandler(RtmpDecoder(connection: connection) { lobby.isPublishing(besides: peer) }))
+        try pipeline.addHandler(peer)
+    }
+
+    /// `HOST:PORT` (`[HOST]:PORT` for IPv6), numeric.
+    static func describe(_ address: NIOCore.SocketAddress?) -> String {
+        guard let address, let ip = address.ipAddress, let port = address.port else { return "unknown" }
+        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    }
+}
+
+/// The connections of one listener, on its loop.
+private final class Lobby {
+    var peers: [RtmpPeer] = []
+    var lastCrowdWarning: NIODeadline?
+    /// The listener is stopping: connections closing now are not the peers' doing.
+    var closing = false
+
+    /// Connections that have not published yet.
+    var waiting: Int { peers.count { $0.stream == nil } }
+
+    func isPublishing(besides peer: RtmpPeer) -> Bool { peers.contains { $0 !== peer && $0.isPublishing } }
+}
+
+/// First in a connection's pipeline, on the socket's own bytes: whether the last read left the
+/// socket empty (NIO stops reading a socket at a read that does not fill its buffer), and the
+/// first byte the peer sent.
+private final class SocketReads: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private(set) var drained = true
+    private(set) var first: UInt8?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = unwrapInboundIn(data)
+        drained = bytes.writableBytes > 0
+        if first == nil { first = bytes.getInteger(at: bytes.readerIndex) }
+        context.fireChannelRead(data)
+    }
+}
+
+/// A connection's bytes through its `RtmpConnection` (handshake, chunk stream, commands, FLV):
+/// each read is handed over whole (the connection keeps what a message still lacks), and the
+/// connection, fed, goes on to `RtmpPeer`.
+private struct RtmpDecoder: ByteToMessageDecoder {
+    typealias InboundOut = RtmpConnection
+
+    let connection: RtmpConnection
+    /// Whether another connection publishes now (asked before each read: a publish is refused then).
+    let othersPublishing: () -> Bool
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) -> DecodingState {
+        guard buffer.readableBytes > 0 else { return .needMoreData }
+        connection.othersPublishing = othersPublishing()
+        buffer.withUnsafeReadableBytes { connection.receive($0) }
+        buffer.moveReaderIndex(to: buffer.writerIndex)
+        context.fireChannelRead(wrapInboundOut(connection))
+        return .needMoreData
+    }
+
+    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) -> DecodingState {
+        decode(context: context, buffer: &buffer)
+    }
+}
+
+/// One connection after its decoder: sends what the connection answers, hands an admitted
+/// publisher's FLV to its `PublisherStream`, reads only while that stream has room, and keeps
+/// its deadlines (the handshake, the publisher's silence, the close after a stop).
+private final class RtmpPeer: ChannelInboundHandler {
+    typealias InboundIn = RtmpConnection
+    typealias OutboundOut = ByteBuffer
+
+    /// From the reader's side of the stream: it took from a full stream, or gave it up.
+    struct Room: Sendable {}
+
+    let address: String
+    private let listener: RtmpListener
+    private let lobby: Lobby
+    private let connection: RtmpConnection
+    private let reads: SocketReads
+    private var context: ChannelHandlerContext?
+    private(set) var stream: PublisherStream?
+    private var announced = false
+    private var sentSomething = false
+    private var lastData = NIODeadline.now()
+    /// Not reading: the reader's stream is full.
+    private var held = false
+    /// The publisher asked to stop: it is answered and closes first.
+    private var leaving = false
+    /// Closed by the listener: nothing more to say about it.
+    private var dropped = false
+    private var timer: Scheduled<Void>?
+    private var closed: EventLoopFuture<Void>?
+
+    init(listener: RtmpListener, lobby: Lobby, connection: RtmpConnection, reads: SocketReads, address: String) {
+        self.listener = listener
+        self.lobby = lobby
+        self.connection = connection
+        self.reads = reads
+        self.address = address
+    }
+
+    /// Admitted, and not on its way out.
+    var isPublishing: Bool { stream != nil && !leaving }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        closed = context.channel.closeFuture
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if lobby.waiting >= listener.limits.pending {
+            let now = NIODeadline.now()
+            if lobby.lastCrowdWarning.map({ now - $0 > .seconds(1) }) ?? true {
+                lobby.lastCrowdWarning = now
+                listener.note("\(address): refused: \(listener.limits.pending) connections are already waiting to publish")
+            }
+            dropped = true
+            context.close(promise: nil)
+            return
         }
-        if let s = p.stream, !c.flv.isEmpty {
+        lobby.peers.append(self)
+        timer = after(listener.limits.handshakeTimeout) { [self] in
+            listener.note("\(address): refused: handshake timed out (\(RtmpListener.seconds(listener.limits.handshakeTimeout)) without a publish with a valid key)")
+            drop()
+        }
+        context.read()
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !dropped else { return }
+        let c = unwrapInboundIn(data)
+        sentSomething = true
+        lastData = .now()
+        send()
+        if c.admitted, stream == nil { begin(context.channel) }
+        if let s = stream, !c.flv.isEmpty {
             s.append(c.flv)
             c.flv = []
         }
-        if c.ready, !p.announced, let s = p.stream, c.refusal == nil {
-            p.announced = true
-            announce(s)
+        if c.ready, !announced, let s = stream, c.refusal == nil {
+            announced = true
+            listener.announce(s)
         }
         if let refusal = c.refusal {
-            note("\(p.address): \(refusal)")
-            drop(p)
-            return false
+            listener.note("\(address): \(refusal)")
+            drop()
+        } else if c.finished && !leaving {
+            leave()
         }
-        if c.finished {
-            drop(p)
-            return false
-        }
-        return true
     }
 
-    /// The peer hung up.
-    private func closed(_ p: Peer) {
-        if p.stream == nil && p.sentSomething {
-            note("\(p.address): refused: not RTMP (left during the handshake)")
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard !dropped else { return }
+        if !leaving && stream?.isFull == true {
+            // Not read until the reader takes: TCP holds the rest at the publisher.
+            held = true
+            return
         }
-        drop(p)
+        // Acknowledged only once the socket is read empty (RtmpConnection.acknowledgeIfDue).
+        if reads.drained {
+            connection.acknowledgeIfDue()
+            send()
+        }
+        context.read()
     }
 
-    private func flush(_ p: Peer) {
-        let c = p.connection
-        guard !c.output.isEmpty else { return }
-        let n = c.output.withUnsafeBytes { send(p.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-        if n > 0 { c.output.removeFirst(n) }
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is Room {
+            guard !dropped, let s = stream else { return }
+            if s.isAbandoned && !leaving {
+                drop()
+            } else if held && !s.isFull {
+                held = false
+                // Its silence while it was not read was the reader's, not the publisher's.
+                lastData = .now()
+                context.read()
+            }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
-    private func drop(_ p: Peer) {
-        flush(p)
-        p.stream?.end()
-        shutdown(p.fd, Int32(SHUT_RDWR))
-        close(p.fd)
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if case .handshakeFailed? = error as? NIOSSLError, !dropped, let first = reads.first {
+            // Whatever a client that does not speak TLS sent was taken for a TLS record.
+            listener.note("\(address): refused: " + (first == 3 ? "not TLS (an rtmp:// client at an rtmps:// port)" : "the TLS handshake failed (\(error))"))
+            dropped = true
+        }
+        context.close(promise: nil)
     }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !dropped && !lobby.closing && stream == nil && sentSomething {
+            listener.note("\(address): refused: not RTMP (left during the handshake)")
+        }
+        stream?.end()
+        timer?.cancel()
+        lobby.peers.removeAll { $0 === self }
+        context.fireChannelInactive()
+    }
+
+    /// Closes the connection (after what is still to send); the reader gets what the stream
+    /// holds, then its end. The future: closed.
+    @discardableResult
+    func drop() -> EventLoopFuture<Void>? {
+        if !dropped, let context {
+            dropped = true
+            send()
+            stream?.end()
+            timer?.cancel()
+            context.close(promise: nil)
+        }
+        return closed
+    }
+
+    /// Admitted: the stream the reader will get, and the publisher's silence watched from now.
+    private func begin(_ channel: Channel) {
+        stream = PublisherStream(peer: address) { channel.pipeline.fireUserInboundEventTriggered(Room()) }
+        timer?.cancel()
+        watchSilence()
+    }
+
+    private func watchSilence() {
+        timer = after(deadline: lastData + seconds(listener.limits.silence)) { [self] in
+            if held { lastData = .now() }
+            if NIODeadline.now() - lastData >= seconds(listener.limits.silence) {
+                listener.note("\(address): the publisher sent nothing for \(RtmpListener.seconds(listener.limits.silence)): taken as gone")
+                drop()
+            } else {
+                watchSilence()
+            }
+        }
+    }
+
+    /// The publisher asked to stop: the answer goes out, everything it sent goes on to the
+    /// reader, and it gets `leaving` seconds to close first, as nginx-rtmp lets it.
+    private func leave() {
+        leaving = true
+        send()
+        stream?.end()
+        timer?.cancel()
+        timer = after(listener.limits.leaving) { [self] in drop() }
+    }
+
+    /// What the connection has to send to the peer.
+    private func send() {
+        guard let context, !connection.output.isEmpty else { return }
+        let bytes = context.channel.allocator.buffer(bytes: connection.output)
+        connection.output.removeAll(keepingCapacity: true)
+        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+    }
+
+    private func after(_ delay: Double, _ task: @escaping () -> Void) -> Scheduled<Void>? {
+        after(deadline: .now() + seconds(delay), task)
+    }
+
+    private func after(deadline: NIODeadline, _ task: @escaping () -> Void) -> Scheduled<Void>? {
+        context?.eventLoop.assumeIsolated().scheduleTask(deadline: deadline, task)
+    }
+
+    private func seconds(_ s: Double) -> TimeAmount { .nanoseconds(Int64(s * 1e9)) }
 }

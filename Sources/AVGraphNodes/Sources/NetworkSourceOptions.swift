@@ -52,7 +52,7 @@ struct NetworkInput {
     var timeout: Double
     /// avgraph's own server (a listening `rtmp` source): it accepts, authenticates and hands
     /// over publishers; nil: libavformat opens `url`.
-    var listener: PublisherListener?
+    var listener: PublisherHandoff?
     /// Pictures larger than this are refused (`max-size`).
     var maxSize = PictureSize(width: 3840, height: 2160)
     /// The publisher's in-band privacy switches (RTMP `onPrivacy`), applied to its pictures.

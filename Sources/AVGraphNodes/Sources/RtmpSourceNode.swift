@@ -11,15 +11,17 @@ public final class RtmpSourceNode: Source, Node, LiveSource, @unchecked Sendable
     public static let summary = "receives a live RTMP stream (avgraph as the server, or pulling from one) and decodes it"
     public static let outputs = NetworkSourceOptions.outputs
     static let url = Setting<String?>.string("url", required: true,
-        doc: "rtmp://HOST:PORT/APP/STREAM: with listen, where to accept the publisher (0.0.0.0 for every interface); without, the stream to pull")
+        doc: "rtmp://HOST:PORT/APP/STREAM: with listen, where to accept the publisher (0.0.0.0 for every interface; rtmps:// takes it over TLS, with cert and key); without, the stream to pull")
     public static let options = [url.spec] + NetworkSourceOptions.common() + ListenOptions.rtmp()
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""
-        guard url.hasPrefix("rtmp://") || (url.hasPrefix("rtmps://") && !n[NetworkSourceOptions.listen]) else {
+        let tls = url.hasPrefix("rtmps://")
+        guard url.hasPrefix("rtmp://") || tls else {
             throw NegotiationError("'\(NetworkSourceOptions.redacted(url))' is not an RTMP address", option: "url",
                                    hint: "write it like rtmp://0.0.0.0:1935/live/phone")
         }
+        try negotiateTLS(n, url: url)
         if n[NetworkSourceOptions.listen] {
             guard let parts = ListenOptions.rtmpParts(url), !parts.app.isEmpty else {
                 throw NegotiationError("'\(NetworkSourceOptions.redacted(url))' names no application to listen on", option: "url",
@@ -32,6 +34,26 @@ public final class RtmpSourceNode: Source, Node, LiveSource, @unchecked Sendable
             }
         }
         return try NetworkSourceOptions.negotiate(n)
+    }
+
+    /// Listening on rtmps:// takes a certificate and its key, and they must make a TLS server
+    /// (read here, so `check` finds a bad file); cert and key mean nothing anywhere else.
+    private static func negotiateTLS(_ n: Negotiation, url: String) throws(NegotiationError) {
+        let certificate = n.path(ListenOptions.certificate), key = n.path(ListenOptions.privateKey)
+        guard n[NetworkSourceOptions.listen] && url.hasPrefix("rtmps://") else {
+            guard certificate == nil && key == nil else {
+                throw NegotiationError("cert and key are for listening on an rtmps:// url", option: certificate != nil ? "cert" : "key",
+                                       hint: "with listen: true, write the url like rtmps://0.0.0.0:443/live")
+            }
+            return
+        }
+        guard let certificate, let key else {
+            throw NegotiationError("listening on rtmps:// takes a TLS certificate and its key", option: "url",
+                                   hint: "give cert: FILE and key: FILE (PEM)")
+        }
+        do { _ = try ListenTLS.context(certificate: certificate, key: key) } catch {
+            throw NegotiationError(error.description, option: error.option)
+        }
     }
 
     private let core: NetworkSourceCore
@@ -53,8 +75,12 @@ public final class RtmpSourceNode: Source, Node, LiveSource, @unchecked Sendable
             policy.onData = { name, values, timestamp in
                 if name == InBandPrivacy.messageName { InBandPrivacy.apply(values, timestamp: timestamp, to: privacy) }
             }
+            var tls: RtmpListener.TLSFiles?
+            if url.hasPrefix("rtmps://"), let certificate = setup.path(ListenOptions.certificate), let key = setup.path(ListenOptions.privateKey) {
+                tls = .init(certificate: certificate, key: key)
+            }
             input.listener = try RtmpListener(host: parts.host, port: parts.port, policy: policy,
-                                              limits: .init(handshakeTimeout: setup[ListenOptions.handshakeTimeout], silence: timeout))
+                                              limits: .init(handshakeTimeout: setup[ListenOptions.handshakeTimeout], silence: timeout), tls: tls)
         }
         core = NetworkSourceCore(setup, input: input)
     }
