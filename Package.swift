@@ -84,12 +84,17 @@ let package = Package(
 // libFuzzer targets (Fuzz/), only when scripts/fuzz builds them: their entry point is
 // LLVMFuzzerTestOneInput, so they link only with -sanitize=fuzzer.
 if Context.environment["AVGRAPH_FUZZ"] != nil {
-    // http drives the server's own NIO pipeline in an EmbeddedChannel.
+    // control and http answer against a built run (FuzzSupport); http drives the server's own NIO
+    // pipeline in an EmbeddedChannel.
     let more: [String: [Target.Dependency]] = [
-        "http": ["AVGraphHTTP", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio")],
+        "control": ["FuzzSupport"],
+        "http": ["FuzzSupport", "AVGraphHTTP", .product(name: "NIOCore", package: "swift-nio"),
+                 .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio")],
     ]
-    package.targets += [.target(name: "CFuzzDriver", path: "Fuzz/driver")] + ["pipe", "ingest", "control", "rtmp", "http"].map { name in
+    let fuzzers: [Target] = ["pipe", "ingest", "control", "rtmp", "http"].map { name in
         .executableTarget(name: "Fuzz\(name.prefix(1).uppercased() + name.dropFirst())",
                           dependencies: ["AVGraph", "AVGraphNodes", "CFuzzDriver"] + (more[name] ?? []), path: "Fuzz/\(name)")
     }
+    package.targets += [.target(name: "CFuzzDriver", path: "Fuzz/driver"),
+                        .target(name: "FuzzSupport", dependencies: ["AVGraph", "AVGraphNodes"], path: "Fuzz/support")] + fuzzers
 }

@@ -2,17 +2,14 @@
 import AVGraphNodes
 import CFuzzDriver
 import Foundation
+import FuzzSupport
 
 /// libFuzzer target: bytes as one line a control client sends. The line is parsed as the server
 /// parses it (a typed `ControlEnvelope`) and answered by `ControlCommands` against a built, not started, run
 /// of a pipeline whose nodes have live options of several types, through `answer(controlLine:)`.
 /// A `set` goes as far as parsing its value (`ControlCommands.setValue`): handing it to a node
 /// needs the node's thread.
-let run: PipelineRun = {
-    FFmpegLog.errorsOnly()
-    let folder = NSTemporaryDirectory() + "avgraph-fuzz-control"
-    try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-    let text = """
+let run = builtRun("""
     nodes:
       screen: {type: testsrc, size: 64x48, rate: 10}
       turn:   {type: orient, in: screen}
@@ -22,13 +19,7 @@ let run: PipelineRun = {
       fit:    {type: resize, in: turn, size: 64x48}
       video:  {type: h264, in: fit, bitrate: 500k}
       out:    {type: null, in: [video, mix]}
-    """
-    var checker = Checker(registry: BuiltinNodes.registry())
-    checker.loadsFilePlugins = false
-    let checked = checker.check(contents: Data(text.utf8), path: folder + "/control.pipe")
-    precondition(checked.isValid, "\(checked.diagnostics)")
-    return try! PipelineRun(checked, events: EventLog(output: .none), realtime: false)
-}()
+    """, target: "control")
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzControl(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {

@@ -102,15 +102,21 @@ final class HTTPConnectionHandler: ChannelInboundHandler {
             if request.method != .HEAD && !bytes.isEmpty {
                 context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))), promise: nil)
             }
-            let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+            // Waiting before the end goes out: writing it hands over the next pipelined request at once.
             if keepAlive {
                 service.connections.waiting(context.channel)
                 arm(context, service.limits.idle)
-            } else {
+            }
+            let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+            if !keepAlive {
                 let channel = context.channel
                 written.whenComplete { _ in channel.close(promise: nil) }
             }
         case .stream(let type, let open):
+            guard service.connections.streaming(context.channel) else {
+                respond(context, request, .text(503, "503: too many event streams open\n"), keepAlive: false)
+                return
+            }
             headers.add(name: "Content-Type", value: type)
             headers.add(name: "Cache-Control", value: "no-store")
             context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: .ok, headers: headers))), promise: nil)

@@ -5,11 +5,13 @@ import Synchronization
 /// until its request head is in, and again between requests (keep-alive); otherwise it is being
 /// answered or holds an event stream. When all places are taken, the connection that has waited
 /// longest is closed for the newcomer: clients that trickle their header (or idle) cannot keep
-/// a visitor out, only an answer in progress or an open stream can.
+/// a visitor out, only an answer in progress or an open stream can; and event streams may hold
+/// half the places at most.
 final class HTTPConnections: Sendable {
     private struct Entry {
         let channel: any Channel
         var waitingSince: NIODeadline?
+        var streaming = false
     }
 
     let limit: Int
@@ -37,6 +39,17 @@ final class HTTPConnections: Sendable {
     func waiting(_ channel: any Channel) { set(channel, waiting: .now()) }
 
     func busy(_ channel: any Channel) { set(channel, waiting: nil) }
+
+    /// Marks `channel` as holding an event stream; false when half the places already do.
+    func streaming(_ channel: any Channel) -> Bool {
+        entries.withLock { entries in
+            guard entries.values.count(where: \.streaming) < limit / 2 else { return false }
+            entries[ObjectIdentifier(channel)]?.streaming = true
+            return true
+        }
+    }
+
+    var count: Int { entries.withLock { $0.count } }
 
     func remove(_ channel: any Channel) { _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) } }
 

@@ -18,8 +18,8 @@ import Foundation
 /// the token in `X-Avgraph-Token` (another web page the browser has open cannot read the token,
 /// so it cannot drive the run). Off loopback, every request needs the token (`?token=` or the
 /// header). Before a request gets here the server has refused names it does not serve (`Host`)
-/// and commands from another origin (`HTTPService.refusal`). A `clip` request may not name a path: the page's clips go to `clips/` in the run's
-/// working folder, named by the pipeline and the time.
+/// and commands from another origin (`HTTPService.refusal`). A `clip` request may not name a
+/// path: the page's clips go to `clips/` in the run's working folder, named by the pipeline and the time.
 public struct OperatorAPI: Sendable {
     public let token: String
     let remote: Bool
@@ -28,17 +28,19 @@ public struct OperatorAPI: Sendable {
     let events: EventLog
     let answer: @Sendable ([UInt8]) -> [UInt8]
     let metrics: @Sendable () -> String
+    let clips: String
 
     /// `remote`: served beyond loopback, so every request needs the token.
     public init(run: PipelineRun, token: String, remote: Bool, preview: PictureTap?) {
         self.init(pipeline: run.pipeline.settings.name, token: token, remote: remote, preview: preview, events: run.events,
-                  answer: { run.answer(controlLine: $0) }, metrics: { MetricsText.render(run) })
+                  answer: { run.answer(controlLine: $0) }, metrics: { MetricsText.render(run) },
+                  clips: FileManager.default.currentDirectoryPath + "/clips")
     }
 
-    /// The API over a run's parts: the fuzz target answers a `set` without waiting for a node
-    /// and gives the event stream a log of its own.
+    /// The API over a run's parts: the fuzz target answers a `set` without waiting for a node,
+    /// gives the event stream a log of its own and clips a scratch folder.
     package init(pipeline: String, token: String, remote: Bool, preview: PictureTap?, events: EventLog,
-                 answer: @escaping @Sendable ([UInt8]) -> [UInt8], metrics: @escaping @Sendable () -> String) {
+                 answer: @escaping @Sendable ([UInt8]) -> [UInt8], metrics: @escaping @Sendable () -> String, clips: String) {
         self.pipeline = pipeline
         self.token = token
         self.remote = remote
@@ -46,6 +48,7 @@ public struct OperatorAPI: Sendable {
         self.events = events
         self.answer = answer
         self.metrics = metrics
+        self.clips = clips
     }
 
     public static func newToken() -> String {
@@ -90,7 +93,7 @@ public struct OperatorAPI: Sendable {
             case .string("watch")?:
                 return .json(400, Array("{\"ok\":false,\"error\":\"watch needs the control socket; over HTTP the events stream from /api/events\"}".utf8))
             case .string("clip")?:
-                request["path"] = .string(Self.clipPath(pipeline: pipeline))
+                request["path"] = .string(Self.clipPath(in: clips, pipeline: pipeline))
                 let line = (try? JSONEncoder().encode(EventValue.object(request))).map { Array($0) } ?? []
                 return .json(200, answer(line))
             default:
@@ -107,8 +110,7 @@ public struct OperatorAPI: Sendable {
         }
     }
 
-    static func clipPath(pipeline: String) -> String {
-        let folder = FileManager.default.currentDirectoryPath + "/clips"
+    static func clipPath(in folder: String, pipeline: String) -> String {
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let stamp = ISO8601DateFormatter.string(from: Date(), timeZone: .current, formatOptions: [.withFullDate, .withTime])
         let safe = pipeline.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" }
