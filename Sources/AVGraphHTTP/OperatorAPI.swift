@@ -72,7 +72,11 @@ public struct OperatorAPI: Sendable {
             guard let picture = preview?.latest() else { return .text(503, "no picture yet\n") }
             do {
                 return .full(status: 200, contentType: "image/jpeg", body: try JpegSnapshot.encode(picture),
-                             headers: ["Cache-Control": "no-store", "X-Avgraph-Node": preview?.node ?? "", "X-Avgraph-Media-Time": String(picture.seconds)])
+                             headers: ["Cache-Control": "no-store", "X-Avgraph-Node": preview?.node ?? "", "X-Avgraph-Media-Time": String(picture.seconds),
+                                       // A stranger's site could otherwise show the broadcast in an <img> in the operator's
+                                       // own browser (it cannot read it, but it can show it: a picture is its own content).
+                                       // (The ingest index, on another port, serves the previews it shows from its own origin.)
+                                       "Cross-Origin-Resource-Policy": "same-origin"])
             } catch {
                 return .text(503, "preview: \(error)\n")
             }
