@@ -49,6 +49,7 @@ final class RtmpsTests: XCTestCase {
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
         let said = warnings(run)
         XCTAssertTrue(said.contains { $0.hasPrefix("127.0.0.1:") && $0.contains("refused: not TLS") }, "\(said)")
+        XCTAssertTrue(run.stderr.contains("warning: src (rtmp): 127.0.0.1:") && run.stderr.contains("refused: not TLS"), run.stderr)
         XCTAssertTrue(said.contains { $0.hasPrefix("127.0.0.1:") && $0.contains("refused: unknown key") }, "\(said)")
         XCTAssertFalse("\(run.events)\(run.stderr)".contains("intruder"), "no key printed")
         let states = run.events.filter { $0["event"] as? String == "publisher" }.compactMap { $0["state"] as? String }
@@ -92,19 +93,34 @@ final class RtmpsTests: XCTestCase {
     }
 
     /// GStreamer's rtmp2sink (its own RTMP client) publishing 6 s of openh264 video and AAC
-    /// audio: the stop is answered as nginx-rtmp answers it and the client closes first, so it
-    /// ends with exit status 0 (it said `Connection error: connection closed remotely` and
-    /// exited 1 when the server closed first), and the recording holds the 6 s.
+    /// audio, over RTMP and over RTMPS: the stop is answered as nginx-rtmp answers it and the
+    /// client closes first, so it ends with exit status 0 (it said `Connection error: connection
+    /// closed remotely` and exited 1 when the server closed first), and the recording holds the 6 s.
     func testGStreamerRtmp2sinkEndsItsPublishWithExitZeroAndIsRecordedWhole() throws {
         try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: "/usr/bin/gst-launch-1.0"), "GStreamer (scripts/setup installs it)")
-        let dir = CLI.scratch()
+        try publishWithRtmp2sink(tls: false)
+    }
+
+    func testGStreamerRtmp2sinkOverRtmpsEndsWithExitZeroAndIsRecordedWhole() throws {
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: "/usr/bin/gst-launch-1.0"), "GStreamer (scripts/setup installs it)")
+        try publishWithRtmp2sink(tls: true)
+    }
+
+    private func publishWithRtmp2sink(tls: Bool) throws {
+        let dir = CLI.scratch(tls ? "rtmp2sink-tls" : "rtmp2sink")
         let port = try LoopbackPort.free()
-        let run = try start(dir, "url: \"rtmp://127.0.0.1:\(port)/live/phone\"")
+        var source = "url: \"rtmp\(tls ? "s" : "")://127.0.0.1:\(port)/live/phone\""
+        if tls {
+            let (cert, key) = try Self.certificate(dir)
+            source += ", cert: \(cert), key: \(key)"
+        }
+        let run = try start(dir, source)
         // 180 pictures at 30 fps and 300 x 960 samples at 48 kHz: 6 s each, sent in realtime.
+        // (The self-signed certificate is trusted by turning validation off, as a phone app told to.)
+        let sink = ["rtmp2sink", "location=rtmp\(tls ? "s" : "")://127.0.0.1:\(port)/live/phone"] + (tls ? ["tls-validation-flags=0"] : [])
         let gst = try Tool.run(["gst-launch-1.0", "-e",
             "videotestsrc", "is-live=true", "num-buffers=180", "!", "video/x-raw,framerate=30/1,width=640,height=360", "!",
-            "openh264enc", "gop-size=30", "!", "h264parse", "!", "flvmux", "name=m", "streamable=true", "!",
-            "rtmp2sink", "location=rtmp://127.0.0.1:\(port)/live/phone",
+            "openh264enc", "gop-size=30", "!", "h264parse", "!", "flvmux", "name=m", "streamable=true", "!"] + sink + [
             "audiotestsrc", "is-live=true", "num-buffers=300", "samplesperbuffer=960", "!", "audio/x-raw,rate=48000,channels=2", "!",
             "voaacenc", "!", "aacparse", "!", "m."], timeout: 60)
         XCTAssertEqual(gst.status, 0, "gst-launch: \(gst.stdout)\(gst.stderr)")
@@ -113,7 +129,7 @@ final class RtmpsTests: XCTestCase {
         let states = run.events.filter { $0["event"] as? String == "publisher" }.compactMap { $0["state"] as? String }
         XCTAssertEqual(states, ["connected", "disconnected"])
         let d = try Self.durations(dir + "/out.mp4")
-        print("rtmp2sink: 6 s published, exit \(gst.status), recorded video \(d.video) s, audio \(d.audio) s")
+        print("rtmp2sink\(tls ? " over rtmps" : ""): 6 s published, exit \(gst.status), recorded video \(d.video) s, audio \(d.audio) s")
         XCTAssertEqual(d.video, 6, accuracy: 0.2, "video")
         XCTAssertEqual(d.audio, 6, accuracy: 0.2, "audio")
     }
