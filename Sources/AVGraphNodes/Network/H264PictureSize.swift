@@ -59,10 +59,13 @@ enum H264PictureSize {
         return (width, height)
     }
 
-    /// Exp-Golomb bits of a NAL unit's payload, emulation prevention bytes removed.
+    /// Exp-Golomb bits of a NAL unit's payload, emulation prevention bytes removed (or of a
+    /// bitstream without them: AV1's, VP9's).
     struct BitReader {
         private var bytes: [UInt8] = []
         private var bit = 0
+
+        init(plain: ArraySlice<UInt8>) { bytes = Array(plain) }
 
         init(unescaping raw: ArraySlice<UInt8>) {
             var zeros = 0

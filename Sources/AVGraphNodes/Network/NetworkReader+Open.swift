@@ -9,7 +9,9 @@ extension NetworkReader {
     /// The next publisher's stream, demuxed, with the peer's address: from avgraph's own server
     /// (waiting for an admitted publisher; nil once stopped), or libavformat opening the URL.
     /// A stream whose pictures are over `max-size` is refused here, before a decoder sees it.
-    func open(_ options: [String: String]) throws -> (Demuxer, String, PublisherStream?)? {
+    /// The RTMP server's FLV is read by avgraph's own tag reader (Enhanced RTMP, HEVC as codec
+    /// id 12), SRT's MPEG-TS by libavformat.
+    func open(_ options: [String: String]) throws -> (PacketSource, String, PublisherStream?)? {
         guard let listener = input.listener else {
             let demuxer = try Demuxer(url: input.url, format: input.format, options: options, cancel: cancel, redacted: shownURL)
             try checkSize(demuxer, peer: nil)
@@ -18,9 +20,10 @@ extension NetworkReader {
         }
         guard let stream = listener.next() else { return nil }
         do {
-            let demuxer = try Demuxer(format: input.format ?? "flv", name: "\(stream.peer)", cancel: cancel) { [cancel] buffer in
-                cancel.isCancelled ? 0 : stream.read(into: buffer)
-            }
+            let read: (UnsafeMutableRawBufferPointer) -> Int = { [cancel] buffer in cancel.isCancelled ? 0 : stream.read(into: buffer) }
+            let demuxer: PacketSource = input.format ?? "flv" == "flv"
+                ? try FlvTagReader(name: stream.peer, warn: { [weak self] in self?.note(.warning($0)) }, read: read)
+                : try Demuxer(format: input.format!, name: "\(stream.peer)", cancel: cancel, read: read)
             try checkSize(demuxer, peer: stream.peer)
             return (demuxer, stream.peer, stream)
         } catch {
@@ -29,9 +32,9 @@ extension NetworkReader {
         }
     }
 
-    private func checkSize(_ demuxer: Demuxer, peer: String?) throws {
+    private func checkSize(_ demuxer: PacketSource, peer: String?) throws {
         guard let v = demuxer.bestStream(AVMEDIA_TYPE_VIDEO) else { return }
-        let par = demuxer.stream(v).pointee.codecpar.pointee
+        let par = demuxer.parameters(v).pointee
         let max = input.maxSize
         if par.width > max.width || par.height > max.height {
             throw MediaError("\(peer ?? shownURL): refused: \(par.width)x\(par.height) pictures are over max-size \(max.width)x\(max.height)")

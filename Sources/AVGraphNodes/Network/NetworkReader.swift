@@ -100,7 +100,7 @@ final class NetworkReader: @unchecked Sendable {
         while !cancel.isCancelled {
             var options = input.options
             options["rw_timeout"] = String(Int64(input.timeout * 1e6))
-            let demuxer: Demuxer
+            let demuxer: PacketSource
             let peer: String
             let stream: PublisherStream?
             do {
@@ -140,19 +140,18 @@ final class NetworkReader: @unchecked Sendable {
     /// queues packets; the decoding thread does the rest. So the reader never waits on the
     /// pipeline (SRT in live mode throws away what is not read in time; compressed packets are
     /// small enough to hold seconds of them), and it listens again as soon as a publisher goes.
-    private func read(_ demuxer: Demuxer, connectedAt: Double) throws {
+    private func read(_ demuxer: PacketSource, connectedAt: Double) throws {
         let videoIndex = demuxer.bestStream(AVMEDIA_TYPE_VIDEO)
         let audioIndex = demuxer.bestStream(AVMEDIA_TYPE_AUDIO)
         func decoder(_ i: Int?) throws -> Decoder? {
             guard let i else { return nil }
-            let s = demuxer.stream(i)
-            return try Decoder(parameters: s.pointee.codecpar, timeBase: Rational(s.pointee.time_base),
+            return try Decoder(parameters: demuxer.parameters(i), timeBase: demuxer.timeBase(i),
                                threads: NetworkReader.decoderThreads, maxPixels: input.maxSize.width * input.maxSize.height)
         }
         let decoding = SessionDecoding(
             session: session, connectedAt: connectedAt, decoders: [try decoder(videoIndex), try decoder(audioIndex)],
-            timeBases: [videoIndex, audioIndex].map { $0.map { Rational(demuxer.stream($0).pointee.time_base) } ?? Rational(1, 1) },
-            orientation: videoIndex.map { FileProbe.orientation(of: demuxer.stream($0)) } ?? .up)
+            timeBases: [videoIndex, audioIndex].map { $0.map { demuxer.timeBase($0) } ?? Rational(1, 1) },
+            orientation: videoIndex.map { demuxer.orientation($0) } ?? .up)
         backlog.begin(decoding)
         let packet = av_packet_alloc()!
         defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }

@@ -50,6 +50,7 @@ final class RtmpConnection {
     private var ackWindow: UInt64 = 2_500_000
     private var acknowledged: UInt64 = 0
     private var nalLengthSize = 4
+    private var videoReader = FlvVideoReader()
     private var recentPictures: [UInt32] = []
     static let maxMessageSize = 0xFF_FFFF
 
@@ -88,9 +89,11 @@ final class RtmpConnection {
     /// (FFmpeg closes right after its last write) answers any byte it receives with a reset, and
     /// a reset throws away what is still in its send queue. While the listener is behind (a burst
     /// after a stall), an ack then would cost the end of the broadcast; acks are cumulative, so
-    /// one sent once it has caught up says the same.
+    /// one sent once it has caught up says the same. Due once the bytes read cross a multiple of
+    /// the window (not a window after the last ack, which would drift past the publisher's
+    /// boundaries and keep an ack waiting for its next picture).
     func acknowledgeIfDue() {
-        guard phase == .commands || phase == .publishing, chunks.received - acknowledged >= ackWindow else { return }
+        guard phase == .commands || phase == .publishing, chunks.received / ackWindow > acknowledged / ackWindow else { return }
         acknowledged = chunks.received
         send(RtmpMessage(type: RtmpChunkReader.MessageType.acknowledgement, streamID: 0, timestamp: 0,
                          payload: RtmpChunkWriter.uint32(UInt32(truncatingIfNeeded: acknowledged))), csid: 2)
@@ -132,7 +135,7 @@ final class RtmpConnection {
             data(m)
         case T.audio where phase == .publishing:
             // An AAC frame after its header, or any other codec's: the session has media.
-            if m.payload.count >= 2 && !(m.payload[0] >> 4 == 10 && m.payload[1] == 0) { ready = true }
+            if m.payload.count >= 2 && !Self.isAudioSequenceStart(m.payload) { ready = true }
             tag(8, m.timestamp, m.payload[...])
         case T.video where phase == .publishing:
             if let problem = videoProblem(m) { return refuse(problem) }
@@ -160,8 +163,9 @@ final class RtmpConnection {
             send(RtmpMessage(type: RtmpChunkReader.MessageType.setChunkSize, streamID: 0, timestamp: 0, payload: RtmpChunkWriter.uint32(4096)), csid: 2)
             outChunkSize = 4096
             connected = true
-            command([.string("_result"), .number(txid),
-                     .object([Amf0Pair(name: "fmsVer", value: .string("FMS/3,0,1,123")), Amf0Pair(name: "capabilities", value: .number(31))]),
+            var properties = [Amf0Pair(name: "fmsVer", value: .string("FMS/3,0,1,123")), Amf0Pair(name: "capabilities", value: .number(31))]
+            if values.count > 2 { properties += Self.enhancedRtmpAnswer(values[2]) }
+            command([.string("_result"), .number(txid), .object(properties),
                      .object([Amf0Pair(name: "level", value: .string("status")), Amf0Pair(name: "code", value: .string("NetConnection.Connect.Success")),
                               Amf0Pair(name: "description", value: .string("Connection succeeded.")), Amf0Pair(name: "objectEncoding", value: .number(0))])])
         case "releaseStream", "FCPublish":
@@ -225,42 +229,55 @@ final class RtmpConnection {
         flv += RtmpChunkWriter.uint32(UInt32(n + 11))
     }
 
-    /// Why a video message is refused (a picture over max-size declared in an H.264 SPS,
-    /// pictures faster than max-rate), or nil.
+    /// Why a video message is refused (a codec avgraph does not decode, a picture over max-size
+    /// declared in its sequence header or in band: H.264 and HEVC SPS, AV1 sequence header, VP9
+    /// keyframe; pictures faster than max-rate), or nil.
     private func videoProblem(_ m: RtmpMessage) -> String? {
-        let p = m.payload
-        guard p.count >= 5, p[0] & 0x0F == 7 else { return nil }
-        var sps: [ArraySlice<UInt8>] = []
-        if p[1] == 0 {
-            // AVCDecoderConfigurationRecord: lengthSizeMinusOne, then the SPS list.
-            guard p.count >= 11 else { return nil }
-            nalLengthSize = Int(p[9] & 3) + 1
-            var i = 11
-            for _ in 0..<Int(p[10] & 0x1F) {
-                guard i + 2 <= p.count else { break }
-                let n = Int(p[i]) << 8 | Int(p[i + 1])
-                guard i + 2 + n <= p.count else { break }
-                sps.append(p[i + 2..<i + 2 + n])
-                i += 2 + n
+        let packets: [FlvVideoPacket]
+        do { packets = try videoReader.read(m.payload[...]) } catch { return "refused: \(error)" }
+        if packets.contains(where: { $0.kind == .codedFrames }), let limit = rateProblem(m.timestamp) { return limit }
+        for p in packets {
+            let sizes: [VideoSequenceSize.Size]
+            if p.kind == .sequenceStart {
+                if let n = VideoSequenceSize.nalLengthSize(p.codec, config: p.body) { nalLengthSize = n }
+                sizes = VideoSequenceSize.of(p.codec, config: p.body)
+            } else {
+                sizes = VideoSequenceSize.of(p.codec, frames: p.body, nalLengthSize: nalLengthSize)
             }
-        } else if p[1] == 1 {
-            if let limit = rateProblem(m.timestamp) { return limit }
-            var i = 5
-            while i + nalLengthSize <= p.count {
-                let n = p[i..<i + nalLengthSize].reduce(0) { $0 << 8 | Int($1) }
-                i += nalLengthSize
-                guard n > 0, i + n <= p.count else { break }
-                if p[i] & 0x1F == 7 { sps.append(p[i..<i + n]) }
-                i += n
-            }
-        }
-        for s in sps {
-            guard let size = H264PictureSize.of(sps: s) else { continue }
-            if size.width > policy.maxWidth || size.height > policy.maxHeight {
+            for size in sizes where size.width > policy.maxWidth || size.height > policy.maxHeight {
                 return "refused: \(size.width)x\(size.height) pictures are over max-size \(policy.maxWidth)x\(policy.maxHeight)"
             }
         }
         return nil
+    }
+
+    /// Enhanced RTMP: to a client that says it speaks it (`fourCcList`, `videoFourCcInfoMap`,
+    /// `capsEx` in its connect), the codecs avgraph decodes, as the server's connect result
+    /// states them: of the client's `fourCcList` those it takes, and each as decodable (1) in
+    /// the info maps; capsEx: multitrack (the first track is taken) and ModEx (parsed, skipped).
+    static func enhancedRtmpAnswer(_ connect: Amf0Value) -> [Amf0Pair] {
+        let asked = connect["fourCcList"]
+        guard asked != nil || connect["videoFourCcInfoMap"] != nil || connect["capsEx"] != nil else { return [] }
+        let video = FlvVideoCodec.allCases.map(\.rawValue)
+        let audio = FlvAudio.enhancedFourCCs
+        var list = video + audio
+        if case .array(let items)? = asked, !items.contains(where: { $0.string == "*" }) {
+            let theirs = Set(items.compactMap(\.string))
+            list = list.filter { theirs.contains($0) }
+        }
+        return [
+            Amf0Pair(name: "fourCcList", value: .array(list.map { .string($0) })),
+            Amf0Pair(name: "videoFourCcInfoMap", value: .object(video.map { Amf0Pair(name: $0, value: .number(1)) })),
+            Amf0Pair(name: "audioFourCcInfoMap", value: .object(audio.map { Amf0Pair(name: $0, value: .number(1)) })),
+            Amf0Pair(name: "capsEx", value: .number(Double(2 | 4))),
+        ]
+    }
+
+    /// An audio message that only configures the decoder (AAC's AudioSpecificConfig, an
+    /// Enhanced RTMP sequence start): no sound yet.
+    static func isAudioSequenceStart(_ p: [UInt8]) -> Bool {
+        guard p.count >= 2 else { return true }
+        return (p[0] >> 4 == 10 && p[1] == 0) || (p[0] >> 4 == 9 && p[0] & 0x0F == 0)
     }
 
     /// Pictures within the last second of the stream's own time, against max-rate (with room
