@@ -36,7 +36,7 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
     private let loop: EventLoop
     private let lobby: NIOLoopBoundBox<Lobby>
     private let tls: NIOSSLContext?
-    /// Bound in init (a port in use is an error at start, not a warning later); it accepts only
+    /// Bound in init, once (a port in use is an error at start, not a warning later); it accepts only
     /// from `start()`. Closed at `stop()`: a stopped source frees its port at once, so a run (or
     /// a test) can listen on it again straight away.
     private var server: Channel?
@@ -90,7 +90,7 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
             lobby.value.closing = true
             return EventLoopFuture.andAllComplete(lobby.value.peers.compactMap { $0.drop() }, on: loop)
         }
-        // A listener let go on its own loop (its last connection gone) cannot wait there.
+        // Waiting on the loop itself would never end.
         if !loop.inEventLoop { _ = try? closed.and(dropped).wait() }
     }
 
