@@ -3,8 +3,8 @@ import Foundation
 
 /// `h264`'s `adaptive`: the bitrate follows the narrowest uplink among the live sinks the encoder
 /// feeds. Down at once when a sink's backlog passes `congested` seconds (to what its link was
-/// seen to carry, less a margin so the backlog drains), then at most once a second while it
-/// stays congested and is not draining; up in steps of `stepShare` of the ceiling, one a second after a clear
+/// seen to carry, less a margin so the backlog drains), then every half second while its
+/// backlog still grows; up in steps of `stepShare` of the ceiling, one a second after a clear
 /// second, so the ceiling's 90 % comes back within about 7 s of the link clearing (OBS climbs
 /// 10 % every 4 s, about 25 s from the floor; HaishinKit 10 % after 15 good seconds).
 /// Never below `floor`, never above `ceiling`.
@@ -23,6 +23,8 @@ struct AdaptiveBitrate {
     static let margin = 0.85
     static let drainingMargin = 0.7
     static let stepShare = 0.15
+    /// Seconds between cuts while a link's backlog still grows: half the encoder's VBV buffer.
+    static let cutInterval = 0.5
 
     private(set) var ceiling: Int
     let floor: Int
@@ -53,18 +55,19 @@ struct AdaptiveBitrate {
         let congestedLinks = readings.filter { $0.backlog > Self.congested }
         if let worst = congestedLinks.first {
             clearSince = nil
-            guard now - lastDecrease >= 1 else { return nil }
-            // Draining since the last cut (the link carries more than is sent now): wait, or the
+            guard now - lastDecrease >= Self.cutInterval else { return nil }
+            // Not growing since the last cut (the link carries what is sent now): wait, or the
             // bitrate would keep falling below what the link carries while the old backlog goes.
-            if worst.backlog < backlogAtDecrease * 0.8 {
+            if worst.backlog <= backlogAtDecrease {
                 backlogAtDecrease = worst.backlog
                 return nil
             }
             let carried = congestedLinks.compactMap(\.carries).min()
             let margin = worst.backlog > 1 ? Self.drainingMargin : Self.margin
-            var target = carried.map { Int(Double($0) * margin) } ?? Int(Double(current) * Self.drainingMargin)
-            // A link that carried more than is sent now still backs up: go down regardless.
-            target = min(target, Int(Double(current) * 0.9))
+            // Below what the link carries, never just below what is sent now: the last cut takes a
+            // second to leave the encoder, and meanwhile the backlog still grows.
+            let target = carried.map { Int(Double($0) * margin) } ?? Int(Double(current) * Self.drainingMargin)
+            guard target < current else { return nil }
             if let carried { knownLimit = (carried, now) }
             backlogAtDecrease = worst.backlog
             let reason = String(format: "%@: %.2f s queued", worst.destination, worst.backlog)
