@@ -152,6 +152,8 @@ enum PipeSchema {
                 "attempts": ["type": "integer", "minimum": 0],
                 "backoff": ["anyOf": [numeric(0, 1e9), text("^\\s*(\(number))\\s*(us|ms|s|m|h)?\\s*(\\.\\.\\s*(\(number))\\s*(us|ms|s|m|h)?\\s*)?$")]],
             ]]
+        case .fields(let fields):
+            return ["type": "object", "additionalProperties": false, "properties": .object(fields.mapValues { valueSchema($0) })]
         case .region: return text("^\\s*[0-9]+\\s*,\\s*[0-9]+\\s*,\\s*[0-9]+[xX][0-9]+\\s*$")
         case .upload:
             return ["type": "object", "additionalProperties": false, "required": ["url"], "properties": [

@@ -115,6 +115,7 @@ final class EventSchemaTests: XCTestCase {
             Event(.dropped(.init(video: 1, audio: 0)), node: "live"),
             Event(.reconnecting(.init(url: "rtmp://h/a", attempt: 1, of: 5, delay: 0.5)), node: "live"),
             Event(.reconnected(.init(url: "rtmp://h/a", attempts: 2, after: 1.5)), node: "live"),
+            Event(.bitrate(.init(from: 4_000_000, to: 1_200_000, reason: "live: 0.40 s queued")), node: "video"),
             Event(.disconnected(.init(url: "rtmp://h/a", reason: "EOF")), node: "live"),
             Event(.null(.init(inputs: ["a"], counts: [1], bytes: [2])), node: "sink"),
             Event(.publisher(.init(state: .disconnected, session: 1, peer: "127.0.0.1:5000", url: "rtmp://h/live/***",

@@ -15,14 +15,18 @@ final class NginxRtmp: @unchecked Sendable {
     let recordings: String
     let port: Int
     private var process: Process?
+    private let link: ShapedLink?
 
-    init() throws {
+    /// On `port` (default: a free one), started now unless `start` is false (a destination that appears later).
+    /// Inside `link`'s namespace (on its loopback) when given.
+    init(port: Int? = nil, start: Bool = true, in link: ShapedLink? = nil) throws {
+        self.link = link
         dir = CLI.scratch("nginx")
         recordings = dir + "/recordings"
         try FileManager.default.createDirectory(atPath: recordings, withIntermediateDirectories: true)
         // nginx's worker may run as another user (nobody) when the tests run as root.
         chmod(recordings, 0o777)
-        port = try LoopbackPort.free()
+        self.port = try port ?? LoopbackPort.free()
         CLI.write("""
         load_module \(Self.module);
         daemon off;
@@ -33,7 +37,7 @@ final class NginxRtmp: @unchecked Sendable {
         events { worker_connections 64; }
         rtmp {
             server {
-                listen 127.0.0.1:\(port);
+                listen 127.0.0.1:\(self.port);
                 application live {
                     live on;
                     record all;
@@ -43,8 +47,11 @@ final class NginxRtmp: @unchecked Sendable {
             }
         }
         """, to: dir + "/nginx.conf")
-        try start()
+        if start { try self.start() }
     }
+
+    /// The server's process, for signalling it (SIGSTOP: a server that stalls); nil when stopped.
+    var processIdentifier: Int32? { process?.processIdentifier }
 
     deinit { stop() }
 
@@ -52,6 +59,11 @@ final class NginxRtmp: @unchecked Sendable {
 
     /// Starts (or restarts) the server and waits until it accepts connections.
     func start() throws {
+        if let link {
+            process = try link.start(["/usr/sbin/nginx", "-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
+            try link.waitForListener(port: port)
+            return
+        }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
         p.arguments = ["-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/error.log"]

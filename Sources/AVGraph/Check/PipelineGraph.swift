@@ -130,6 +130,8 @@ extension OptionValue {
         case (.spans(let s), _): return s.map { "\(OptionType.num($0.at))s for \(OptionType.num($0.length))s" }.joined(separator: ", ")
         case (.perInput(let m), .perInput(let inner)):
             return "{" + m.keys.sorted().map { "\($0): \(m[$0]!.shown(as: inner))" }.joined(separator: ", ") + "}"
+        case (.perInput(let m), .fields(let fields)):
+            return "{" + m.keys.sorted().map { key in "\(key): \(fields[key].map { m[key]!.shown(as: $0) } ?? m[key]!.text)" }.joined(separator: ", ") + "}"
         default: return text
         }
     }

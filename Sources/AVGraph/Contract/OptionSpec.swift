@@ -32,6 +32,9 @@ public indirect enum OptionType: Sendable {
     case region
     /// Where to send a finished file: `{url: https://..., method: PUT, headers: {...}, attempts: 3}`.
     case upload
+    /// A mapping with these keys, each of its own type (`h264`'s `adaptive: {min: 800k}`); every key
+    /// may be left out. Its value is `OptionValue.perInput` keyed by field.
+    case fields([String: OptionType])
 
     public var name: String {
         switch self {
@@ -57,6 +60,7 @@ public indirect enum OptionType: Sendable {
         case .retry: return "{attempts: N, backoff: MIN..MAX}"
         case .region: return "x,y,WxH"
         case .upload: return "{url: URL, method: PUT|POST, headers: {NAME: VALUE}, attempts: N, ca: FILE}"
+        case .fields(let f): return "{" + f.keys.sorted().map { "\($0): \(f[$0]!.name)" }.joined(separator: ", ") + "}"
         }
     }
 

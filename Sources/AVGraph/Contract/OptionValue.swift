@@ -219,6 +219,22 @@ extension OptionType {
                 }
             }
             return .perInput(out)
+        case .fields(let fields):
+            guard let entries = value.entries else {
+                throw ValueProblem(message: "expected a mapping \(name), got \(value.shown)", hint: "write it like \(name)")
+            }
+            var out: [String: OptionValue] = [:]
+            for e in entries {
+                guard let inner = fields[e.key] else {
+                    throw ValueProblem(message: "unknown key '\(e.key)' (known: \(fields.keys.sorted().joined(separator: ", ")))", at: e.value.location)
+                }
+                do { out[e.key] = try inner.parse(e.value) } catch {
+                    var p = error
+                    if p.at == nil { p.at = e.value.location }
+                    throw p
+                }
+            }
+            return .perInput(out)
         }
     }
 

@@ -342,3 +342,10 @@ extension Setting where Value == [String: String] {
         }
     }
 }
+
+extension Setting where Value == [String: OptionValue]? {
+    /// A mapping with fixed keys, each of its own type (`adaptive: {min: 800k}`); nil when not given.
+    public static func fields(_ name: String, _ fields: [String: OptionType], doc: String) -> Self {
+        Self(name, .fields(fields), default: nil, live: false, doc: doc, optional: nil) { if case .perInput(let m) = $0 { m } else { nil } }
+    }
+}

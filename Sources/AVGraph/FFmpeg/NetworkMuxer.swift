@@ -29,6 +29,12 @@ public final class CancelFlag: @unchecked Sendable {
     }
 }
 
+/// A live stream's socket: a TCP socket (rtmp://) or a libsrt socket (srt://).
+public enum UplinkSocket: Sendable, Equatable {
+    case tcp(Int32)
+    case srt(Int32)
+}
+
 /// A live stream sent to a server by libavformat (FLV over RTMP, MPEG-TS over SRT). Unlike a
 /// file, the other end can vanish or stall: every blocking call can be cancelled, and a peer
 /// that takes nothing for `timeout` seconds is an error instead of a hang. One session per
@@ -42,7 +48,8 @@ public final class NetworkMuxer {
     private var closed = false
 
     /// Connects to `url`; fails with the protocol's reason (refused, timed out, cancelled).
-    public init(url: String, format: String, timeout: Double, cancel: CancelFlag) throws {
+    /// `protocolOptions` go to the protocol (libsrt's `linger`, ...).
+    public init(url: String, format: String, timeout: Double, cancel: CancelFlag, protocolOptions: [String: String] = [:]) throws {
         self.url = url
         self.cancel = cancel
         var ctx: UnsafeMutablePointer<AVFormatContext>?
@@ -61,6 +68,7 @@ public final class NetworkMuxer {
         // caller's queue, where it is measured and dropped by policy, instead of seconds of it
         // hidden in the kernel. Still enough for ~10 Mbit/s at 100 ms round trip.
         av_dict_set(&options, "send_buffer_size", "65536", 0)
+        for (k, v) in protocolOptions { av_dict_set(&options, k, v, 0) }
         defer { av_dict_free(&options) }
         let opened = avio_open2(&ctx.pointee.pb, url, avg_avio_write(), &ctx.pointee.interrupt_callback, &options)
         if opened < 0 {
@@ -73,6 +81,20 @@ public final class NetworkMuxer {
     deinit {
         if !closed { avio_closep(&context.pointee.pb) }
         avformat_free_context(context)
+    }
+
+    /// The socket the stream leaves by, for reading how the uplink copes (TCP_INFO, srt_bstats);
+    /// nil where libavformat's layers are not known (rtmps:// through TLS). Valid until `close`.
+    public var uplinkSocket: UplinkSocket? {
+        guard !closed else { return nil }
+        var kind: Int32 = 0
+        let fd = avg_avio_socket(context.pointee.pb, &kind)
+        guard fd >= 0 else { return nil }
+        switch Int(kind) {
+        case AVG_SOCKET_TCP: return .tcp(fd)
+        case AVG_SOCKET_SRT: return .srt(fd)
+        default: return nil
+        }
     }
 
     public func addStream(_ parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational) throws -> Int {

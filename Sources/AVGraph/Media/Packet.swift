@@ -6,12 +6,15 @@ public final class EncodedStream: @unchecked Sendable {
     public let parameters: UnsafeMutablePointer<AVCodecParameters>
     public let timeBase: Rational
     public let kind: MediaKind
+    /// Set by an encoder that adapts its bitrate: the live sinks its packets reach report their uplink here.
+    public let uplink: UplinkFeedback?
 
-    public init(copying context: UnsafePointer<AVCodecContext>, kind: MediaKind) {
+    public init(copying context: UnsafePointer<AVCodecContext>, kind: MediaKind, uplink: UplinkFeedback? = nil) {
         parameters = avcodec_parameters_alloc()
         avcodec_parameters_from_context(parameters, context)
         timeBase = Rational(context.pointee.time_base)
         self.kind = kind
+        self.uplink = uplink
     }
 
     public init(copying parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, kind: MediaKind) {
@@ -19,6 +22,7 @@ public final class EncodedStream: @unchecked Sendable {
         avcodec_parameters_copy(self.parameters, parameters)
         self.timeBase = timeBase
         self.kind = kind
+        uplink = nil
     }
 
     deinit {

@@ -51,7 +51,9 @@ extension Event {
             public var emitted: [Int]?
             public var bytes: [Int]?
             public var time: [Double]?
-            enum CodingKeys: String, CodingKey { case node, queue, dropped, droppedByKind = "dropped_by_kind", emitted, bytes, time }
+            /// What the node reported of itself (`Outlet.report(state:)`): a live sink's connection state.
+            public var state: String?
+            enum CodingKeys: String, CodingKey { case node, queue, dropped, droppedByKind = "dropped_by_kind", emitted, bytes, time, state }
             public init(node: String, queue: [Int], dropped: Int, droppedByKind: KindCounts? = nil,
                         emitted: [Int]? = nil, bytes: [Int]? = nil, time: [Double]? = nil) {
                 self.node = node; self.queue = queue; self.dropped = dropped; self.droppedByKind = droppedByKind
@@ -227,6 +229,15 @@ extension Event {
         public var attempts: Int
         public var after: Double
         public init(url: String, attempts: Int, after: Double) { self.url = url; self.attempts = attempts; self.after = after }
+    }
+
+    /// `h264` with `adaptive` moved its bitrate (bit/s) to follow the narrowest uplink of the live sinks it feeds.
+    public struct Bitrate: EventPayload {
+        public static let eventName = "bitrate"
+        public var from: Int
+        public var to: Int
+        public var reason: String
+        public init(from: Int, to: Int, reason: String) { self.from = from; self.to = to; self.reason = reason }
     }
 
     /// A network sink's connection to `url` broke.

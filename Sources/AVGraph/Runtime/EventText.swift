@@ -15,7 +15,7 @@ extension Event {
         case .warning: .warning
         case .stats, .level: .debug
         case .start, .control, .paused, .resumed, .stopping, .eos, .applied, .latency, .listening, .producer,
-             .dropped, .reconnecting, .reconnected, .disconnected, .null, .publisher, .idle, .uploaded, .custom: .info
+             .dropped, .reconnecting, .reconnected, .bitrate, .disconnected, .null, .publisher, .idle, .uploaded, .custom: .info
         }
     }
 
@@ -40,6 +40,7 @@ extension Event {
         case .dropped(let p): return "dropped \(p.video) video and \(p.audio) audio packets so far"
         case .reconnecting(let p): return "reconnecting to \(p.url) in \(s(p.delay)) (attempt \(p.attempt) of \(p.of))"
         case .reconnected(let p): return "reconnected to \(p.url) after \(s(p.after))"
+        case .bitrate(let p): return "bitrate \(p.from / 1000)k -> \(p.to / 1000)k (\(p.reason))"
         case .disconnected(let p): return "lost \(p.url): \(p.reason)"
         case .null(let p): return zip(p.inputs, p.counts).map { "\($0): \($1)" }.joined(separator: ", ")
         case .publisher(let p):

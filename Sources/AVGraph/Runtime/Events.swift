@@ -47,6 +47,7 @@ public struct Event: Sendable, Codable {
         case dropped(Dropped)
         case reconnecting(Reconnecting)
         case reconnected(Reconnected)
+        case bitrate(Bitrate)
         case disconnected(Disconnected)
         case null(NullCounts)
         case publisher(Publisher)
@@ -74,6 +75,7 @@ public struct Event: Sendable, Codable {
             case .dropped(let p): p
             case .reconnecting(let p): p
             case .reconnected(let p): p
+            case .bitrate(let p): p
             case .disconnected(let p): p
             case .null(let p): p
             case .publisher(let p): p
@@ -105,6 +107,7 @@ public struct Event: Sendable, Codable {
             Dropped.eventName: { .dropped(try Dropped(from: $0)) },
             Reconnecting.eventName: { .reconnecting(try Reconnecting(from: $0)) },
             Reconnected.eventName: { .reconnected(try Reconnected(from: $0)) },
+            Bitrate.eventName: { .bitrate(try Bitrate(from: $0)) },
             Disconnected.eventName: { .disconnected(try Disconnected(from: $0)) },
             NullCounts.eventName: { .null(try NullCounts(from: $0)) },
             Publisher.eventName: { .publisher(try Publisher(from: $0)) },

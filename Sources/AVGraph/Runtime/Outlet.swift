@@ -190,6 +190,21 @@ public final class Outlet: @unchecked Sendable {
     }
 
     private var gauges: [String: Double] = [:]
+    private var stateWord: String?
+
+    /// Where the node stands, one word (a live sink's `connecting`, `sending`, `reconnecting`,
+    /// `failed`): the `state` of its entry in `stats`. Safe from any thread.
+    public func report(state: String) {
+        statsLock.lock()
+        stateWord = state
+        statsLock.unlock()
+    }
+
+    var reportedState: String? {
+        statsLock.lock()
+        defer { statsLock.unlock() }
+        return stateWord
+    }
 
     var reported: [String: Double] {
         statsLock.lock()

@@ -353,6 +353,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             total.audio += byKind.audio
             var o = Event.Stats.NodeStats(node: r.name, queue: r.inbox.depths, dropped: drops)
             if drops > 0 { o.droppedByKind = byKind }
+            o.state = r.outlet.reportedState
             if !s.counts.isEmpty {
                 o.emitted = s.counts
                 o.bytes = s.bytes

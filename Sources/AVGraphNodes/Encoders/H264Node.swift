@@ -34,7 +34,9 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
         doc: "frames x264 looks ahead for rate control; default: the preset's (veryfast: 10) offline; in realtime runs none (x264's zerolatency tuning, unless a tune is set: then 1); each 720p frame held costs ~2.8 MB")
     static let keyframes = Setting.choice("keyframes", default: Keyframes.auto,
         doc: "auto: a keyframe at least every gop frames and at scene cuts, where x264 likes; fixed: exactly every gop frames' worth of media time from the first picture and nowhere else (scene cuts off), so encoders fed by one source put keyframes at the same timestamps, as an HLS ladder needs")
-    public static let options = [bitrate.spec, maxrate.spec, bufsize.spec, gop.spec, keyframes.spec, bframes.spec, profile.spec, preset.spec,
+    static let adaptive = Setting<[String: OptionValue]?>.fields("adaptive", ["min": .bitrate(10_000...200_000_000)],
+        doc: "follow the uplink: the bitrate goes down as soon as a live sink (rtmp, srt) this encoder feeds backs up, to what its link carries, and back up in steps to `bitrate` (the ceiling) once every link is clear; never below min (default: a quarter of bitrate). Each change is a bitrate event; `ctl set` of bitrate sets a new ceiling. Not with crf")
+    public static let options = [bitrate.spec, adaptive.spec, maxrate.spec, bufsize.spec, gop.spec, keyframes.spec, bframes.spec, profile.spec, preset.spec,
                                  tune.spec, crf.spec, threads.spec, lookahead.spec]
 
     /// Frames between keyframes: the `gop` option, or 2 seconds' worth at the input's rate.
@@ -67,6 +69,12 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
         if n[Self.crf] == nil, let maxrate = n[Self.maxrate], case let bitrate = n[Self.bitrate], maxrate < bitrate {
             throw NegotiationError("maxrate (\(maxrate / 1000)k) is below the bitrate (\(bitrate / 1000)k)", option: "maxrate")
         }
+        if let adaptive = n[Self.adaptive] {
+            if n[Self.crf] != nil { throw NegotiationError("adaptive follows the uplink with the bitrate; crf has none", option: "adaptive", hint: "drop crf, or adaptive") }
+            if case .int(let floor)? = adaptive["min"], floor > n[Self.bitrate] {
+                throw NegotiationError("adaptive min (\(floor / 1000)k) is above the bitrate (\(n[Self.bitrate] / 1000)k), its ceiling", option: "adaptive")
+            }
+        }
         if n[Self.bufsize] != nil && n[Self.maxrate] == nil && n[Self.crf] != nil {
             throw NegotiationError("bufsize needs maxrate with crf", option: "bufsize", hint: "add maxrate, e.g. maxrate: 4M")
         }
@@ -94,6 +102,10 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
     private let derivedMaxrate: Bool
     private let derivedBufsize: Bool
     private var lastPts = Int64.min
+    /// `adaptive`: the bitrate the live sinks downstream can carry, from what they report.
+    private var adaptive: AdaptiveBitrate?
+    private let uplink: UplinkFeedback?
+    private var lastAdapted = -Double.infinity
     /// `keyframes: fixed`: frames between forced keyframes, and the pts of the next one.
     private let fixedGop: Int64?
     private var nextKeyframe: Int64?
@@ -188,6 +200,14 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
         derivedMaxrate = setup[Self.maxrate] == nil && !crfMode
         derivedBufsize = setup[Self.bufsize] == nil
         let bitrate = setup[Self.bitrate]
+        if let options = setup[Self.adaptive] {
+            var floor = bitrate / 4
+            if case .int(let given)? = options["min"] { floor = given }
+            adaptive = AdaptiveBitrate(ceiling: bitrate, floor: floor)
+            uplink = UplinkFeedback()
+        } else {
+            uplink = nil
+        }
         if let crf = setup[Self.crf] {
             priv["crf"] = String(crf)
         } else {
@@ -196,10 +216,10 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
         let maxrate = setup[Self.maxrate] ?? (crfMode ? 0 : bitrate)
         if maxrate > 0 {
             ctx.pointee.rc_max_rate = Int64(maxrate)
-            ctx.pointee.rc_buffer_size = Int32(clamping: setup[Self.bufsize] ?? 2 * maxrate)
+            ctx.pointee.rc_buffer_size = Int32(clamping: setup[Self.bufsize] ?? (uplink == nil ? 2 : 1) * maxrate)
         }
         try encoder.open(options: priv)
-        stream = EncodedStream(copying: ctx, kind: .encodedVideo)
+        stream = EncodedStream(copying: ctx, kind: .encodedVideo, uplink: uplink)
     }
 
     override public func set(option: String, to value: OptionValue) throws {
@@ -207,11 +227,34 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
             throw MediaError("option '\(option)' cannot be changed while running")
         }
         if crfMode { throw MediaError("bitrate cannot change: this encoder runs in crf mode") }
+        // Adaptive: the operator's figure is the new ceiling, applied now and kept (not adapted away upward).
+        adaptive?.setCeiling(v)
+        apply(bitrate: v)
+    }
+
+    /// Seconds of the peak rate x264's VBV buffer holds when `bufsize` is not given: 2 s, but 1 s
+    /// when adaptive, so a lower bitrate reaches the wire within a second instead of two.
+    private var vbvSeconds: Int { adaptive == nil ? 2 : 1 }
+
+    private func apply(bitrate v: Int) {
         let ctx = encoder.context
         // libx264's wrapper compares these with its own settings before each frame and reconfigures x264.
         ctx.pointee.bit_rate = Int64(v)
         if derivedMaxrate { ctx.pointee.rc_max_rate = Int64(v) }
-        if derivedBufsize && ctx.pointee.rc_max_rate > 0 { ctx.pointee.rc_buffer_size = Int32(clamping: 2 * ctx.pointee.rc_max_rate) }
+        if derivedBufsize && ctx.pointee.rc_max_rate > 0 { ctx.pointee.rc_buffer_size = Int32(clamping: Int64(vbvSeconds) * ctx.pointee.rc_max_rate) }
+    }
+
+    /// Follows the sinks' readings, at most four times a second (they measure that often).
+    private func adapt(_ out: Outlet) {
+        guard var controller = adaptive, let uplink else { return }
+        let now = UplinkFeedback.now
+        guard now - lastAdapted >= LiveSinkCore.measureInterval else { return }
+        lastAdapted = now
+        let change = controller.update(uplink.current(now: now), now: now)
+        adaptive = controller
+        guard let change else { return }
+        apply(bitrate: change.to)
+        out.event(.bitrate(.init(from: change.from, to: change.to, reason: change.reason)))
     }
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
@@ -233,6 +276,7 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
         picture.av.pointee.pts = pts
         picture.av.pointee.pict_type = forcesKeyframe(at: pts) ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         if out.realtime, let t = frame.emittedAt { emittedAt[pts] = t }
+        adapt(out)
         try encoder.send(picture.av)
         try drain(out)
     }

@@ -16,6 +16,8 @@ final class LiveSender: @unchecked Sendable {
         /// libavformat's muxer: `flv` for RTMP, `mpegts` for SRT.
         var format: String
         var muxerOptions: [String: String] = [:]
+        /// Options of the network protocol itself (libsrt's `linger`).
+        var protocolOptions: [String: String] = [:]
         var attempts: Int
         var firstDelay: Double
         var longestDelay: Double
@@ -52,6 +54,12 @@ final class LiveSender: @unchecked Sendable {
     private var videoWaitsForKeyframe = false
     private(set) var droppedVideo = 0
     private(set) var droppedAudio = 0
+    /// The live session's socket (nil between sessions), and bytes handed to it, all and audio.
+    private var socket: UplinkSocket?
+    /// When the session on `socket` began (`UplinkFeedback.now`).
+    private var sessionStart = 0.0
+    private var sentBytes = 0
+    private var sentAudioBytes = 0
 
     init(_ settings: Settings, inputIsVideo: [Bool]) {
         self.settings = settings
@@ -103,6 +111,50 @@ final class LiveSender: @unchecked Sendable {
     }
 
     private var reconnects = 0
+
+    /// Bytes handed to the socket over the last second or so, and the session's least round
+    /// trip (node thread only).
+    private var sendHistory: [(at: Double, bytes: Int, audio: Int)] = []
+    private var measuredSession = 0.0
+    private var leastRoundTrip = Double.infinity
+    /// A new session first sends what queued up while it connected: that backlog says nothing of the link.
+    static let settling = 2.0
+
+    /// How the uplink copes, for an adaptive encoder: media waiting (the queue's span, what the
+    /// socket holds unsent at the rate it drains, and the round trip over the session's least:
+    /// what waits in the link's own queue) and, while media waits, the video bit/s
+    /// the link carries (what left in the last second, or the transport's delivery rate, less
+    /// the audio). Nil while not connected: a destination that is away measures no link.
+    func measureUplink(destination: String, now: Double) -> UplinkFeedback.Reading? {
+        condition.lock()
+        let socket = self.socket
+        let figures = socket.flatMap(UplinkProbe.read)
+        let queued = Double(max(span(video: true), span(video: false))) / 1e6
+        let (sent, audio, session) = (sentBytes, sentAudioBytes, sessionStart)
+        condition.unlock()
+        if session != measuredSession {
+            measuredSession = session
+            sendHistory.removeAll()
+            leastRoundTrip = .infinity
+        }
+        if let rtt = figures?.roundTrip, rtt > 0 { leastRoundTrip = min(leastRoundTrip, rtt) }
+        sendHistory.append((now, sent, audio))
+        while sendHistory.count > 2, now - sendHistory[1].at >= 1 { sendHistory.removeFirst() }
+        guard socket != nil, now - session >= Self.settling, let first = sendHistory.first, now - first.at >= 0.2 else { return nil }
+        let seconds = now - first.at
+        let sendRate = Double(sent - first.bytes) * 8 / seconds
+        let audioRate = Double(audio - first.audio) * 8 / seconds
+        let unsent = Double(figures?.unsentBytes ?? 0) * 8
+        let inLink = figures?.roundTrip.map { max(0, $0 - leastRoundTrip) } ?? 0
+        let backlog = queued + (sendRate > 0 ? unsent / sendRate : 0) + inLink
+        var carries: Int?
+        if backlog > AdaptiveBitrate.clear {
+            // Media waits, so the socket was kept full: what left is what the link carries.
+            let link = sendRate > 0 ? sendRate : Double(figures?.deliveredBits ?? 0)
+            carries = link > 0 ? max(0, Int(link - audioRate)) : nil
+        }
+        return .init(destination: destination, backlog: backlog, carries: carries, roundTrip: figures?.roundTrip, at: now)
+    }
 
     /// Bytes held (for the pipeline's memory budget) and drops so far.
     var state: (bytes: Int, video: Int, audio: Int, failure: MediaError?) {
@@ -261,12 +313,16 @@ final class LiveSender: @unchecked Sendable {
         while !cancel.isCancelled {
             guard waitForStreams() else { return }
             do {
+                if attempt == 0 && lostAt == nil { out.report(state: "connecting") }
                 let session = try connect()
                 let muxer = session.0
                 condition.lock()
                 connected = true
+                socket = muxer.uplinkSocket
+                sessionStart = UplinkFeedback.now
                 condition.broadcast()
                 condition.unlock()
+                out.report(state: "sending")
                 if let lostAt {
                     condition.lock()
                     reconnects += 1
@@ -278,12 +334,16 @@ final class LiveSender: @unchecked Sendable {
                 lostAt = nil
                 do {
                     try send(session)
+                    forgetSocket()
                     try muxer.finish()
+                    out.report(state: "ended")
                     return
                 } catch is Cancelled {
+                    forgetSocket()
                     muxer.close()
                     return
                 } catch {
+                    forgetSocket()
                     muxer.close()
                     condition.lock()
                     connected = false
@@ -313,6 +373,7 @@ final class LiveSender: @unchecked Sendable {
                     failure = MediaError("cannot reach \(settings.shownURL): \(Redaction.text("\(error)")) (\(tries) attempt\(tries == 1 ? "" : "s"))")
                     condition.broadcast()
                     condition.unlock()
+                    out.report(state: "failed")
                     return
                 }
             }
@@ -320,11 +381,20 @@ final class LiveSender: @unchecked Sendable {
             attempt += 1
             let delay = min(settings.longestDelay, settings.firstDelay * pow(2, Double(attempt - 1)))
             out.event(.reconnecting(.init(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay)))
+            out.report(state: "reconnecting")
             let deadline = Date(timeIntervalSinceNow: delay)
             condition.lock()
             while Date() < deadline && !ending && !cancel.isCancelled { _ = condition.wait(until: deadline) }
             condition.unlock()
         }
+    }
+
+    /// The socket goes before the muxer closes it: the node's thread reads it (`measureUplink`)
+    /// under the same lock, so it never reads a closed, maybe reused, descriptor.
+    private func forgetSocket() {
+        condition.lock()
+        socket = nil
+        condition.unlock()
     }
 
     /// Waits until every input has described its stream (its first packet) or ended.
@@ -346,7 +416,8 @@ final class LiveSender: @unchecked Sendable {
         condition.lock()
         let described = streams
         condition.unlock()
-        let muxer = try NetworkMuxer(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel)
+        let muxer = try NetworkMuxer(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel,
+                                     protocolOptions: settings.protocolOptions)
         var indices: [Int?] = []
         for s in described {
             indices.append(try s.map { try muxer.addStream($0.parameters, timeBase: $0.timeBase) })
@@ -378,7 +449,12 @@ final class LiveSender: @unchecked Sendable {
             condition.broadcast()
             condition.unlock()
             guard let item, let index = indices[item.input] else { continue }
+            let bytes = item.packet.byteCount
             try muxer.write(item.packet.av, timeBase: item.packet.timeBase, stream: index)
+            condition.lock()
+            sentBytes += bytes
+            if !item.isVideo { sentAudioBytes += bytes }
+            condition.unlock()
         }
     }
 }

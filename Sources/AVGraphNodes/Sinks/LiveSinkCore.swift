@@ -37,12 +37,16 @@ final class LiveSinkCore {
     private var accounted = 0
     private var reported = (video: 0, audio: 0)
     private var lastReport = Date.distantPast
+    /// The adaptive encoder upstream, if any (its video packets carry it), and when this sink last measured for it.
+    private var uplink: UplinkFeedback?
+    private var lastMeasure = -Double.infinity
+    static let measureInterval = 0.25
 
-    init(_ setup: NodeSetup, url: Setting<String?>, format: String, muxerOptions: [String: String]) {
+    init(_ setup: NodeSetup, url: Setting<String?>, format: String, muxerOptions: [String: String], protocolOptions: [String: String] = [:]) {
         let retry = setup[LiveSinkOptions.reconnect]
         buffer = setup[LiveSinkOptions.buffer]
         sender = LiveSender(
-            LiveSender.Settings(url: setup[url] ?? "", format: format, muxerOptions: muxerOptions,
+            LiveSender.Settings(url: setup[url] ?? "", format: format, muxerOptions: muxerOptions, protocolOptions: protocolOptions,
                                 attempts: retry.attempts, firstDelay: retry.first, longestDelay: retry.longest,
                                 buffer: buffer, timeout: setup[LiveSinkOptions.timeout], realtime: setup.realtime),
             inputIsVideo: setup.inputs.map { $0.format.kind.isVideo })
@@ -50,6 +54,7 @@ final class LiveSinkCore {
 
     func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let packet = buffer.packet else { return }
+        if uplink == nil, let feedback = packet.stream.uplink { uplink = feedback }
         try sender.push(packet, input: input, overMemoryLimit: out.overMemoryLimit, out: out)
         try update(out)
     }
@@ -59,6 +64,7 @@ final class LiveSinkCore {
     func inputEnded(_ input: Int) { sender.inputEnded(input) }
 
     func finish(_ out: Outlet) throws {
+        uplink?.forget(out.nodeName)
         // A slow uplink may still be sending the buffer; past that, the rest is given up.
         sender.finish(grace: buffer * 3 + 5)
         try update(out, final: true)
@@ -66,7 +72,21 @@ final class LiveSinkCore {
 
     func abort() { sender.abort() }
 
+    /// Tells the adaptive encoder upstream how this destination's uplink copes, four times a second.
+    private func measureUplink(_ out: Outlet) {
+        guard let uplink else { return }
+        let now = UplinkFeedback.now
+        guard now - lastMeasure >= Self.measureInterval else { return }
+        lastMeasure = now
+        if let reading = sender.measureUplink(destination: out.nodeName, now: now) {
+            uplink.report(reading)
+        } else {
+            uplink.forget(out.nodeName)
+        }
+    }
+
     private func update(_ out: Outlet, final: Bool = false) throws {
+        measureUplink(out)
         let s = sender.state
         let health = sender.health
         out.report("reconnects", Double(health.reconnects))

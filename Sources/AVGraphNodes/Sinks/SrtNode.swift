@@ -25,7 +25,9 @@ public final class SrtNode: Sink, Node, @unchecked Sendable {
     private let live: LiveSinkCore
 
     public init(_ setup: NodeSetup) throws {
-        live = LiveSinkCore(setup, url: Self.url, format: "mpegts", muxerOptions: [:])
+        // libsrt in live mode throws away what it has not sent when the socket closes (linger 0):
+        // the last tenth of a second of every stream. A second of linger lets it go out.
+        live = LiveSinkCore(setup, url: Self.url, format: "mpegts", muxerOptions: [:], protocolOptions: ["linger": "1"])
     }
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { try live.receive(buffer, input: input, out) }
