@@ -186,12 +186,20 @@ final class ClientMatrixRtmpTests: XCTestCase {
                        "one warning for the ignored track: \(warnings(run))")
     }
 
-    /// PyAV (FFmpeg 8.1, whose flv muxer writes Enhanced RTMP for HEVC): a second E-RTMP
-    /// publisher nobody here wrote, remuxing an x265 clip to avgraph in real time.
+    /// PyAV (FFmpeg 8.1, whose flv muxer writes Enhanced RTMP for HEVC and AV1): a second E-RTMP
+    /// publisher nobody here wrote, remuxing an x265 (B-frames: composition times) or SVT-AV1
+    /// clip to avgraph in real time.
     func testPyAvPublishesHevcOverEnhancedRtmp() throws {
-        try row("pyav-hevc", prepare: { dir in
-            try Self.transcode(["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "keyint=30:log-level=error",
-                                "-c:a", "copy", "-tag:v", "hvc1", dir + "/hevc.mp4"])
+        try pyAvRow("pyav-hevc", ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "keyint=30:log-level=error", "-tag:v", "hvc1"])
+    }
+
+    func testPyAvPublishesAv1OverEnhancedRtmp() throws {
+        try pyAvRow("pyav-av1", ["-c:v", "libsvtav1", "-preset", "12", "-g", "30"])
+    }
+
+    private func pyAvRow(_ name: String, _ encoder: [String]) throws {
+        try row(name, prepare: { dir in
+            try Self.transcode(encoder + ["-c:a", "copy", dir + "/clip.mp4"])
         }) { url, dir in
             let script = """
             import av, sys, time
@@ -200,7 +208,7 @@ final class ClientMatrixRtmpTests: XCTestCase {
             except Exception as e:
                 sys.exit('PyAV: %s' % e)
             out = av.open(sys.argv[2], mode='w', format='flv')
-            pairs = {s.index: out.add_stream_from_template(s) for s in src.streams if s.type in ('video', 'audio')}
+            pairs = {s.index: out.add_stream_from_template(s, opaque=True) for s in src.streams if s.type in ('video', 'audio')}
             start = time.monotonic()
             for p in src.demux():
                 if p.dts is None or p.stream.index not in pairs: continue
@@ -213,7 +221,7 @@ final class ClientMatrixRtmpTests: XCTestCase {
             CLI.write(script, to: dir + "/pyav.py")
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            p.arguments = ["python3", dir + "/pyav.py", dir + "/hevc.mp4", url]
+            p.arguments = ["python3", dir + "/pyav.py", dir + "/clip.mp4", url]
             let err = Pipe()
             p.standardError = err
             try p.run()
