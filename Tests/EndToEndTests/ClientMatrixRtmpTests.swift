@@ -12,8 +12,9 @@ final class ClientMatrixRtmpTests: XCTestCase {
     static let seconds = 6
 
     /// The listening source -> upright -> fit 1280x720 -> H.264 + AAC -> MP4, ending 5 s after
-    /// the publisher left. The pictures' edges block rather than drop: on 2 cores shared with
-    /// builds the encoder falls behind now and then, and a row judges what the source gave.
+    /// the publisher left. The pictures' edges block rather than drop, and x264 runs ultrafast:
+    /// on 2 cores shared with builds the encoder falls behind now and then, and a row judges
+    /// what the source gave (and the listener's acks, while the pipeline keeps up).
     private func startRun(_ dir: String, port: Int, options: String = "") throws -> BackgroundRun {
         CLI.write("""
             pipeline: matrix
@@ -22,7 +23,7 @@ final class ClientMatrixRtmpTests: XCTestCase {
               src: {type: rtmp, url: "rtmp://127.0.0.1:\(port)/live/phone", listen: true, idle: 5s\(options)}
               up: {type: orient, in: src.video, queue: {size: 30, policy: block}}
               fit: {type: resize, in: up, size: 1280x720, mode: fit, queue: {size: 30, policy: block}}
-              v: {type: h264, in: fit, queue: {size: 30, policy: block}}
+              v: {type: h264, in: fit, preset: ultrafast, queue: {size: 30, policy: block}}
               a: {type: aac, in: src.audio}
               out: {type: file, in: [v, a], path: out.mp4}
             """, to: dir + "/matrix.pipe")
@@ -99,6 +100,25 @@ final class ClientMatrixRtmpTests: XCTestCase {
 
     private func warnings(_ run: BackgroundRun) -> [String] {
         run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+    }
+
+    /// Audio in a codec avgraph does not decode (FLV sound format 13, reserved) costs the audio,
+    /// said once, not the pictures.
+    func testAudioAvgraphCannotDecodeIsIgnoredAndThePicturesAreRecorded() throws {
+        let dir = CLI.scratch()
+        _ = Self.clip
+        try Self.transcode(["-t", "3", "-c:v", "libx264", "-preset", "ultrafast", "-g", "30", "-an", "-f", "h264", dir + "/v.h264",
+                            "-vn", "-c:a", "copy", "-f", "adts", dir + "/a.aac"])
+        let port = try LoopbackPort.free()
+        let run = try startRun(dir, port: port)
+        let (status, _) = try ertmpPublish("rtmp://127.0.0.1:\(port)/live/phone", dir, ["--video", dir + "/v.h264", "--codec", "avc1",
+                                                                                     "--audio", dir + "/a.aac", "--audio-format", "13"])
+        XCTAssertEqual(status, 0)
+        XCTAssertEqual(run.waitForExit(timeout: 40), 0, run.stderr)
+        let said = warnings(run).filter { $0.contains("its audio codec (FLV sound format 13) is not one avgraph decodes: its audio is ignored") }
+        XCTAssertEqual(said.count, 1, "\(warnings(run))")
+        XCTAssertEqual(try CLI.videoFrameTimes(dir + "/out.mp4").count, 90, accuracy: 2, "the pictures recorded")
+        XCTAssertNil(CLI.stream(try CLI.probe(dir + "/out.mp4"), "audio"), "no audio recorded")
     }
 
     /// `max-size` is read from HEVC's SPS and AV1's sequence header OBU before any picture is
@@ -186,12 +206,20 @@ final class ClientMatrixRtmpTests: XCTestCase {
                        "one warning for the ignored track: \(warnings(run))")
     }
 
-    /// PyAV (FFmpeg 8.1, whose flv muxer writes Enhanced RTMP for HEVC): a second E-RTMP
-    /// publisher nobody here wrote, remuxing an x265 clip to avgraph in real time.
+    /// PyAV (FFmpeg 8.1, whose flv muxer writes Enhanced RTMP for HEVC and AV1): a second E-RTMP
+    /// publisher nobody here wrote, remuxing an x265 (B-frames: composition times) or SVT-AV1
+    /// clip to avgraph in real time.
     func testPyAvPublishesHevcOverEnhancedRtmp() throws {
-        try row("pyav-hevc", prepare: { dir in
-            try Self.transcode(["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "keyint=30:log-level=error",
-                                "-c:a", "copy", "-tag:v", "hvc1", dir + "/hevc.mp4"])
+        try pyAvRow("pyav-hevc", ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "keyint=30:log-level=error", "-tag:v", "hvc1"])
+    }
+
+    func testPyAvPublishesAv1OverEnhancedRtmp() throws {
+        try pyAvRow("pyav-av1", ["-c:v", "libsvtav1", "-preset", "12", "-g", "30"])
+    }
+
+    private func pyAvRow(_ name: String, _ encoder: [String]) throws {
+        try row(name, prepare: { dir in
+            try Self.transcode(encoder + ["-c:a", "copy", dir + "/clip.mp4"])
         }) { url, dir in
             let script = """
             import av, sys, time
@@ -200,7 +228,7 @@ final class ClientMatrixRtmpTests: XCTestCase {
             except Exception as e:
                 sys.exit('PyAV: %s' % e)
             out = av.open(sys.argv[2], mode='w', format='flv')
-            pairs = {s.index: out.add_stream_from_template(s) for s in src.streams if s.type in ('video', 'audio')}
+            pairs = {s.index: out.add_stream_from_template(s, opaque=True) for s in src.streams if s.type in ('video', 'audio')}
             start = time.monotonic()
             for p in src.demux():
                 if p.dts is None or p.stream.index not in pairs: continue
@@ -213,7 +241,7 @@ final class ClientMatrixRtmpTests: XCTestCase {
             CLI.write(script, to: dir + "/pyav.py")
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            p.arguments = ["python3", dir + "/pyav.py", dir + "/hevc.mp4", url]
+            p.arguments = ["python3", dir + "/pyav.py", dir + "/clip.mp4", url]
             let err = Pipe()
             p.standardError = err
             try p.run()

@@ -7,7 +7,7 @@ import Foundation
 /// window of bytes it asked to be acknowledged waits for its Acknowledgement.
 ///
 /// `python3 publisher.py URL --video FILE --codec avc1|hvc1|av01|hevc12 --audio FILE.aac
-/// [--window BYTES] [--multitrack] [--aac-priming SAMPLES]` prints one JSON object: the server's connect answer, the
+/// [--window BYTES] [--multitrack] [--aac-priming SAMPLES] [--audio-format N]` prints one JSON object: the server's connect answer, the
 /// acknowledgement delays (ms) and their p50/p99, the pictures and sequence headers sent.
 /// A new SPS (H.264/HEVC) or sequence header (AV1) in the stream is sent as a new sequence
 /// start before its keyframe: a phone that turns.
@@ -305,9 +305,11 @@ def main():
         # that much later, as ffmpeg's flv muxer does.
         priming = round(int(opt.get('--aac-priming', '1024')) * 1000 / rate)
         events = [(ts + priming if kind == 9 else ts, order, kind, body) for ts, order, kind, body in events]
-        events.append((0, 0, 8, b'\xaf\x00' + asc))
+        # --audio-format N: the audio tags say sound format N instead of AAC's 10 (a codec the server may not take).
+        first = bytes([(int(opt.get('--audio-format', '10')) << 4) | 0x0f])
+        events.append((0, 0, 8, first + b'\x00' + asc))
         for n_, f in enumerate(frames):
-            events.append((int(round(n_ * 1024 * 1000 / rate)), 1, 8, b'\xaf\x01' + f))
+            events.append((int(round(n_ * 1024 * 1000 / rate)), 1, 8, first + b'\x01' + f))
     events.sort(key=lambda e: (e[0], e[1]))
     meta = {'duration': 0, 'width': 720, 'height': 1280, 'framerate': fps,
             'videocodecid': {'avc1': 7, 'hevc12': 12}.get(codec, codec), 'audiocodecid': 10, 'encoder': 'ertmp-test'}

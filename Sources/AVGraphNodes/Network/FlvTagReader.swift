@@ -49,6 +49,7 @@ final class FlvTagReader: PacketSource {
     private var videoReader = FlvVideoReader()
     private var audioReader = FlvAudioReader()
     private var warnedTracks: Set<String> = []
+    private var audioIgnored = false
     private var pending: [Item] = []
     private var pendingHead = 0
     private var video: Track?
@@ -199,14 +200,18 @@ final class FlvTagReader: PacketSource {
     }
 
     private func parse(_ tag: Tag) throws {
-        do {
-            switch tag.type {
-            case 9: pending += try videoReader.read(tag.body).map { Item.video($0, time: tag.time) }
-            case 8: pending += try audioReader.read(tag.body).map { Item.audio($0, time: tag.time) }
-            default: return
+        switch tag.type {
+        case 9:
+            do { pending += try videoReader.read(tag.body).map { Item.video($0, time: tag.time) } } catch {
+                throw MediaError("\(name): \(error)")
             }
-        } catch {
-            throw MediaError("\(name): \(error)")
+        case 8 where !audioIgnored:
+            // Audio avgraph cannot decode costs the audio, not the pictures.
+            do { pending += try audioReader.read(tag.body).map { Item.audio($0, time: tag.time) } } catch {
+                audioIgnored = true
+                warn("\(name): \(error): its audio is ignored")
+            }
+        default: return
         }
         noteIgnoredTracks("video", videoReader.tracks)
         noteIgnoredTracks("audio", audioReader.tracks)
