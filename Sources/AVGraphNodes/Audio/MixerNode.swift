@@ -209,6 +209,12 @@ public final class MixerNode: Filter, Node, @unchecked Sendable {
         if let f = forcedUntil {
             // (Audio already behind the output is lost either way and holds nothing back.)
             forcedUntil = inputs.filter { $0.heardSinceTick && !$0.ended && $0.writeIndex > (next ?? .min) }.map(\.writeIndex).reduce(f, min)
+            // A network publisher that is there sends its audio in bursts: the clock waits for
+            // it up to its lag (then it has stopped sending audio and gets silence).
+            for input in inputs where input.started && !input.ended {
+                guard let presence = input.presence, presence.audioLag > 0, presence.mediaEnd == nil else { continue }
+                forcedUntil = min(forcedUntil!, max(input.writeIndex, f - Int64(presence.audioLag * Double(rate))))
+            }
             // Producers that all left (or whose inputs ended): silence only up to where their
             // media ended, until media after the gap comes; a run that ends now ends where the
             // sound did. Inputs that never started hold nothing back.
