@@ -86,7 +86,6 @@ final class PublisherVanishTests: XCTestCase {
         kill(phone.processIdentifier, SIGKILL)
         phone.waitUntilExit()
         XCTAssertEqual(run.waitForExit(timeout: 40), 0, run.stderr)
-        XCTAssertTrue(Self.said(run).contains("sent nothing for 5 s"), "the source's verdict came: \(Self.said(run))")
         try Self.assertEndsAtLastMedia(dir + "/out.mp4", 6, "SRT publisher killed at 6 s")
     }
 

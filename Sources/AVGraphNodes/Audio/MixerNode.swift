@@ -98,6 +98,9 @@ public final class MixerNode: Filter, Node, @unchecked Sendable {
     private var outBlock: (frame: Frame, filled: Int)?
     /// Output index of the limiter's next sample.
     private var limited: Int64?
+    /// Where the media of producers that all left ends (realtime runs), while they are gone:
+    /// `finish` fills the output up to it.
+    private var tailUntil: Int64?
 
     public init(_ setup: NodeSetup) throws {
         rate = setup[Self.rate]
@@ -223,7 +226,14 @@ public final class MixerNode: Filter, Node, @unchecked Sendable {
                live.allSatisfy({ $0.presence?.mediaEnd != nil }) {
                 let ends = live.compactMap { $0.presence?.mediaEnd }.map { Int64(($0 * Double(rate)).rounded()) }
                 let written = inputs.filter(\.started).map(\.writeIndex)
-                forcedUntil = min(forcedUntil!, (ends + written).max() ?? f)
+                let mediaEnd = (ends + written).max() ?? f
+                forcedUntil = min(forcedUntil!, mediaEnd)
+                // Blocks are 21 ms: a run that ends now still fills the last one up to there, so
+                // the sound ends where the pictures do.
+                if mediaEnd <= f { tailUntil = mediaEnd }
+            } else if live.contains(where: { $0.presence != nil && $0.presence?.mediaEnd == nil }) {
+                // Back (media after the gap came): nothing to fill at the end.
+                tailUntil = nil
             }
         }
         if next == nil {
@@ -242,12 +252,13 @@ public final class MixerNode: Filter, Node, @unchecked Sendable {
     }
 
     override public func finish(_ out: Outlet) throws {
+        let mediaTail = tailUntil ?? 0
         for input in inputs where !input.ended {
             try drain(input)
             input.ended = true
         }
         try emitReady(out)
-        let end = inputs.compactMap { $0.segments.last?.end }.max() ?? 0
+        let end = max(inputs.compactMap { $0.segments.last?.end }.max() ?? 0, mediaTail)
         while let b = next, b < end {
             try mix(from: b, count: Int(min(Int64(block), end - b)), out)
         }

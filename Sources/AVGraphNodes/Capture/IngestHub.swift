@@ -215,6 +215,10 @@ final class IngestEmitter {
     let anchorWait: Double
     /// Producer seconds to source-clock seconds, per session.
     private var anchor: (session: Int, offset: Double, onGrid: Bool)?
+    /// A session whose media came late after a silence and keeps its own times (see `place`).
+    private var lateSession: Int?
+    /// The item being emitted is of `lateSession`.
+    private var emittingLate = false
     /// A new session's items (audio) waiting for its first picture.
     private var waiting: [IngestQueue.Item] = []
     private var lastVideo = -1.0
@@ -313,14 +317,18 @@ final class IngestEmitter {
     /// mixed. Once the producer is taken as gone (`producerLeft`), both go to the later end.
     func producerSilent() -> Bool {
         guard waiting.isEmpty else { return false }
-        presence.left(mediaEnd: padEnds.compactMap { $0 }.min() ?? emittedEnd)
+        presence.left(mediaEnd: silentEdge)
         return true
     }
 
     private func emitted(_ end: Double, pad: Int) {
         emittedEnd = max(emittedEnd, end)
         padEnds[pad] = max(padEnds[pad] ?? end, end)
+        if emittingLate { presence.left(mediaEnd: silentEdge) }
     }
+
+    /// Where a silent producer's media ends for the nodes that pad (see `producerSilent`).
+    private var silentEdge: Double { padEnds.compactMap { $0 }.min() ?? emittedEnd }
 
     private func settle(_ out: Outlet) throws {
         guard let first = waiting.first, let s = first.sourceTime else { return }
@@ -386,8 +394,16 @@ final class IngestEmitter {
         if let s = item.sourceTime, item.pad == 0, anchor?.session == item.session { try putOnGrid(s, out) }
         if let s = item.sourceTime, let a = anchor {
             t = s + a.offset
-            // A producer clock that fell far behind (or leapt ahead): anchor it again here.
-            if t < arrival - 1.0 || t > arrival + 10.0 {
+            // Media that was on its way when the producer fell silent (the last PES packet an
+            // MPEG-TS demuxer holds, the pictures in the decoder's threads: out only when the
+            // connection ends, seconds later) belongs after the last media, where its time puts
+            // it, and so does what follows it in that session. Anchored where it arrives, it
+            // would pad the seconds before the verdict into the recording.
+            if t < arrival - 1.0, presence.mediaEnd != nil || lateSession == item.session {
+                // (It is no return: the edge moves to its end, not to the clock.)
+                lateSession = item.session
+            } else if t < arrival - 1.0 || t > arrival + 10.0 {
+                // A producer clock that fell far behind (or leapt ahead): anchor it again here.
                 anchor = nil
                 setAnchor(on: item, source: s, out)
                 t = s + anchor!.offset
@@ -400,12 +416,14 @@ final class IngestEmitter {
             let frame = item.frame
             frame.timeBase = Rational(1, 1_000_000)
             frame.pts = Int64((t * 1e6).rounded())
-            presence.returned()
+            emittingLate = lateSession == item.session
+            if !emittingLate { presence.returned() }
             presence.tag(frame)
             out.emit(frame, output: 0)
             // Read back: the outlet moved it onto the emitted timeline (frames are not written downstream).
             emitted(frame.seconds + framePeriod, pad: 0)
         } else {
+            emittingLate = lateSession == item.session
             try emitAudio(item.frame, pad: item.pad, at: t, out)
         }
     }
@@ -450,7 +468,7 @@ final class IngestEmitter {
         let end = pts + Int64(frame.sampleCount)
         audioNext[pad] = end
         lastEnd = max(lastEnd, Double(end) / Double(rate))
-        presence.returned()
+        if !emittingLate { presence.returned() }
         presence.tag(frame)
         out.emit(frame, output: pad)
         emitted(Double(frame.pts + Int64(frame.sampleCount)) / Double(rate), pad: pad)
