@@ -4,5 +4,10 @@
 #ifndef AVGRAPH_CSRT_SHIM_H
 #define AVGRAPH_CSRT_SHIM_H
 #include <srt.h>
+#include <access_control.h>
 static inline int avg_srt_error_async_receive(void) { return SRT_EASYNCRCV; }
+// Rejection reasons a listener gives a caller (libsrt's access-control codes).
+static inline int avg_srt_reject_unauthorized(void) { return SRT_REJX_UNAUTHORIZED; }
+static inline int avg_srt_reject_bad_mode(void) { return SRT_REJX_BAD_MODE; }
+static inline int avg_srt_reject_conflict(void) { return SRT_REJX_CONFLICT; }
 #endif

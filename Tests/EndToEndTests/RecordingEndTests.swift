@@ -7,7 +7,7 @@ import XCTest
 /// audio and video end within one frame of each other.
 final class RecordingEndTests: XCTestCase {
     /// Each stream's duration as ffprobe reads it (video, audio).
-    func durations(_ path: String) throws -> (video: Double, audio: Double) {
+    static func durations(_ path: String) throws -> (video: Double, audio: Double) {
         func duration(_ stream: String) throws -> Double {
             let s = try CLI.shell(["ffprobe", "-v", "error", "-select_streams", "\(stream):0", "-show_entries", "stream=duration", "-of", "csv=p=0", path])
             return Double(s.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
@@ -16,7 +16,7 @@ final class RecordingEndTests: XCTestCase {
     }
 
     func assertEnds(_ path: String, at seconds: Double, _ log: String, file: StaticString = #filePath, line: UInt = #line) throws {
-        let d = try durations(path)
+        let d = try Self.durations(path)
         XCTAssertEqual(d.video, seconds, accuracy: 0.2, "video duration (\(log))", file: file, line: line)
         XCTAssertEqual(d.audio, seconds, accuracy: 0.2, "audio duration (\(log))", file: file, line: line)
         XCTAssertEqual(d.video, d.audio, accuracy: 1.0 / 30 + 0.001, "audio and video end together", file: file, line: line)

@@ -98,6 +98,9 @@ public final class MixerNode: Filter, Node, @unchecked Sendable {
     private var outBlock: (frame: Frame, filled: Int)?
     /// Output index of the limiter's next sample.
     private var limited: Int64?
+    /// Where the media of producers that all left ends (realtime runs), while they are gone:
+    /// `finish` fills the output up to it.
+    private var tailUntil: Int64?
 
     public init(_ setup: NodeSetup) throws {
         rate = setup[Self.rate]
@@ -209,6 +212,12 @@ public final class MixerNode: Filter, Node, @unchecked Sendable {
         if let f = forcedUntil {
             // (Audio already behind the output is lost either way and holds nothing back.)
             forcedUntil = inputs.filter { $0.heardSinceTick && !$0.ended && $0.writeIndex > (next ?? .min) }.map(\.writeIndex).reduce(f, min)
+            // A network publisher that is there sends its audio in bursts: the clock waits for
+            // it up to its lag (then it has stopped sending audio and gets silence).
+            for input in inputs where input.started && !input.ended {
+                guard let presence = input.presence, presence.audioLag > 0, presence.mediaEnd == nil else { continue }
+                forcedUntil = min(forcedUntil!, max(input.writeIndex, f - Int64(presence.audioLag * Double(rate))))
+            }
             // Producers that all left (or whose inputs ended): silence only up to where their
             // media ended, until media after the gap comes; a run that ends now ends where the
             // sound did. Inputs that never started hold nothing back.
@@ -217,7 +226,14 @@ public final class MixerNode: Filter, Node, @unchecked Sendable {
                live.allSatisfy({ $0.presence?.mediaEnd != nil }) {
                 let ends = live.compactMap { $0.presence?.mediaEnd }.map { Int64(($0 * Double(rate)).rounded()) }
                 let written = inputs.filter(\.started).map(\.writeIndex)
-                forcedUntil = min(forcedUntil!, (ends + written).max() ?? f)
+                let mediaEnd = (ends + written).max() ?? f
+                forcedUntil = min(forcedUntil!, mediaEnd)
+                // Blocks are 21 ms: a run that ends now still fills the last one up to there, so
+                // the sound ends where the pictures do.
+                if mediaEnd <= f { tailUntil = mediaEnd }
+            } else if live.contains(where: { $0.presence != nil && $0.presence?.mediaEnd == nil }) {
+                // Back (media after the gap came): nothing to fill at the end.
+                tailUntil = nil
             }
         }
         if next == nil {
@@ -236,12 +252,13 @@ public final class MixerNode: Filter, Node, @unchecked Sendable {
     }
 
     override public func finish(_ out: Outlet) throws {
+        let mediaTail = tailUntil ?? 0
         for input in inputs where !input.ended {
             try drain(input)
             input.ended = true
         }
         try emitReady(out)
-        let end = inputs.compactMap { $0.segments.last?.end }.max() ?? 0
+        let end = max(inputs.compactMap { $0.segments.last?.end }.max() ?? 0, mediaTail)
         while let b = next, b < end {
             try mix(from: b, count: Int(min(Int64(block), end - b)), out)
         }

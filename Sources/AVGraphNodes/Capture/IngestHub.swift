@@ -215,6 +215,10 @@ final class IngestEmitter {
     let anchorWait: Double
     /// Producer seconds to source-clock seconds, per session.
     private var anchor: (session: Int, offset: Double, onGrid: Bool)?
+    /// A session whose media came late after a silence and keeps its own times (see `place`).
+    private var lateSession: Int?
+    /// The item being emitted is of `lateSession`.
+    private var emittingLate = false
     /// A new session's items (audio) waiting for its first picture.
     private var waiting: [IngestQueue.Item] = []
     private var lastVideo = -1.0
@@ -222,15 +226,19 @@ final class IngestEmitter {
     /// Where the emitted media ends on the timeline downstream sees (the run cuts the time
     /// before its first media and paused spans out of what sources emit).
     private var emittedEnd = 0.0
+    /// The same per output pad (nil: nothing emitted on it yet).
+    private var padEnds: [Double?] = [nil, nil, nil]
     private var audioNext: [Int64?] = [nil, nil, nil]
     private var resamplers: [Resampler?] = [nil, nil, nil]
     private var reportedDrops = (video: 0, audio: 0)
     let hub: IngestHub
     /// Tagged on every frame emitted, so `fps` and `mixer` pad a gap only while the producer may return.
-    let presence = ProducerPresence()
+    let presence: ProducerPresence
 
-    init(hub: IngestHub, outputs: [StreamFormat]) {
+    /// `audioLag`: see `ProducerPresence.audioLag`.
+    init(hub: IngestHub, outputs: [StreamFormat], audioLag: Double = 0) {
         self.hub = hub
+        presence = ProducerPresence(audioLag: audioLag)
         audioShapes = outputs.map { $0.kind == .rawAudio ? try? AudioShape($0) : nil }
         let rate = outputs.first { $0.kind == .rawVideo }?.frameRate.double ?? 0
         framePeriod = rate > 0 ? 1 / rate : 0
@@ -299,6 +307,29 @@ final class IngestEmitter {
         presence.left(mediaEnd: emittedEnd)
     }
 
+    /// The producer is connected but sends nothing (a network publisher stalled or died before
+    /// its connection says so): downstream padding stops at the end of its last media, as if it
+    /// left; media after the gap fills it. False while a new session's audio waits for its first
+    /// picture (its anchor is not chosen yet: the mark is tried again later).
+    /// The edge is where the track that ends first ends: a muxer sends one track ahead of the
+    /// other (MPEG-TS audio comes in PES packets of 150-200 ms, behind the pictures), and padding
+    /// the other up to it would cover media still on its way, which then comes too late to be
+    /// mixed. Once the producer is taken as gone (`producerLeft`), both go to the later end.
+    func producerSilent() -> Bool {
+        guard waiting.isEmpty else { return false }
+        presence.left(mediaEnd: silentEdge)
+        return true
+    }
+
+    private func emitted(_ end: Double, pad: Int) {
+        emittedEnd = max(emittedEnd, end)
+        padEnds[pad] = max(padEnds[pad] ?? end, end)
+        if emittingLate { presence.left(mediaEnd: silentEdge) }
+    }
+
+    /// Where a silent producer's media ends for the nodes that pad (see `producerSilent`).
+    private var silentEdge: Double { padEnds.compactMap { $0 }.min() ?? emittedEnd }
+
     private func settle(_ out: Outlet) throws {
         guard let first = waiting.first, let s = first.sourceTime else { return }
         setAnchor(on: first, source: s, out)
@@ -353,7 +384,7 @@ final class IngestEmitter {
             lastEnd = max(lastEnd, Double(next + Int64(samples)) / Double(shape.rate))
             presence.tag(silence)
             out.emit(silence, output: pad)
-            emittedEnd = max(emittedEnd, Double(silence.pts + Int64(samples)) / Double(shape.rate))
+            emitted(Double(silence.pts + Int64(samples)) / Double(shape.rate), pad: pad)
         }
     }
 
@@ -363,8 +394,16 @@ final class IngestEmitter {
         if let s = item.sourceTime, item.pad == 0, anchor?.session == item.session { try putOnGrid(s, out) }
         if let s = item.sourceTime, let a = anchor {
             t = s + a.offset
-            // A producer clock that fell far behind (or leapt ahead): anchor it again here.
-            if t < arrival - 1.0 || t > arrival + 10.0 {
+            // Media that was on its way when the producer fell silent (the last PES packet an
+            // MPEG-TS demuxer holds, the pictures in the decoder's threads: out only when the
+            // connection ends, seconds later) belongs after the last media, where its time puts
+            // it, and so does what follows it in that session. Anchored where it arrives, it
+            // would pad the seconds before the verdict into the recording.
+            if t < arrival - 1.0, presence.mediaEnd != nil || lateSession == item.session {
+                // (It is no return: the edge moves to its end, not to the clock.)
+                lateSession = item.session
+            } else if t < arrival - 1.0 || t > arrival + 10.0 {
+                // A producer clock that fell far behind (or leapt ahead): anchor it again here.
                 anchor = nil
                 setAnchor(on: item, source: s, out)
                 t = s + anchor!.offset
@@ -377,12 +416,14 @@ final class IngestEmitter {
             let frame = item.frame
             frame.timeBase = Rational(1, 1_000_000)
             frame.pts = Int64((t * 1e6).rounded())
-            presence.returned()
+            emittingLate = lateSession == item.session
+            if !emittingLate { presence.returned() }
             presence.tag(frame)
             out.emit(frame, output: 0)
             // Read back: the outlet moved it onto the emitted timeline (frames are not written downstream).
-            emittedEnd = max(emittedEnd, frame.seconds + framePeriod)
+            emitted(frame.seconds + framePeriod, pad: 0)
         } else {
+            emittingLate = lateSession == item.session
             try emitAudio(item.frame, pad: item.pad, at: t, out)
         }
     }
@@ -402,19 +443,36 @@ final class IngestEmitter {
         }
         var frame = input
         let shape = AudioShape(rate: input.sampleRate, channels: input.channels, format: input.sampleFormat)
+        if let old = resamplers[pad], old.input != shape {
+            // The producer changed its rate or channels (ReplayKit's app audio does): the last
+            // samples of the old shape are still in its resampler's filter. Out first, where they
+            // belong, or the change would be a hole of a few samples and a click.
+            resamplers[pad] = nil
+            if pts == audioNext[pad] {
+                while let tail = try old.convert(nil) { pts = emitSamples(tail, pad: pad, at: pts, out) }
+            }
+        }
         if shape != target {
-            if resamplers[pad]?.input != shape { resamplers[pad] = try Resampler(from: shape, to: target) }
+            if resamplers[pad] == nil { resamplers[pad] = try Resampler(from: shape, to: target) }
             guard let converted = try resamplers[pad]!.convert(input) else { return }
             frame = converted
         }
+        _ = emitSamples(frame, pad: pad, at: pts, out)
+    }
+
+    /// Emits converted audio at `pts` (samples at the pad's rate); returns where it ends.
+    private func emitSamples(_ frame: Frame, pad: Int, at pts: Int64, _ out: Outlet) -> Int64 {
+        let rate = frame.sampleRate
         frame.timeBase = Rational(1, rate)
         frame.pts = pts
-        audioNext[pad] = pts + Int64(frame.sampleCount)
-        lastEnd = max(lastEnd, Double(pts + Int64(frame.sampleCount)) / Double(rate))
-        presence.returned()
+        let end = pts + Int64(frame.sampleCount)
+        audioNext[pad] = end
+        lastEnd = max(lastEnd, Double(end) / Double(rate))
+        if !emittingLate { presence.returned() }
         presence.tag(frame)
         out.emit(frame, output: pad)
-        emittedEnd = max(emittedEnd, Double(frame.pts + Int64(frame.sampleCount)) / Double(rate))
+        emitted(Double(frame.pts + Int64(frame.sampleCount)) / Double(rate), pad: pad)
+        return end
     }
 
     /// Drops the queue made are counted in `stats` under this node.

@@ -15,18 +15,26 @@ final class ProducerPresence: @unchecked Sendable {
     /// One buffer reference the frames share; it keeps this object alive while a frame holds it.
     private var buffer: UnsafeMutablePointer<AVBufferRef>?
 
-    init() {
-        let me = Unmanaged.passRetained(self).toOpaque()
-        buffer = av_buffer_create(me.assumingMemoryBound(to: UInt8.self), 1, { _, data in
-            if let data { Unmanaged<ProducerPresence>.fromOpaque(UnsafeRawPointer(data)).release() }
-        }, Self.marker, 0)
-    }
-
     /// What tells our buffers from any other `opaque_ref`.
     nonisolated(unsafe) private static let marker = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
 
     /// Output-timeline seconds where the media of a producer that left ends; nil while present.
     var mediaEnd: Double? { lock.lock(); defer { lock.unlock() }; return end }
+
+    /// How far behind the clock the producer's audio may be, while it is there, before a mixer
+    /// fills it with silence. 0 for a producer beside the run (a socket, the app); a network
+    /// publisher's audio comes in bursts behind its pictures (MPEG-TS packs 150-500 ms of it
+    /// in one PES packet; a sender flushes its buffer 32 KB at a time), and silence put in
+    /// before a burst arrives would cut the burst's start (a beep 12-37 ms late, or gone).
+    let audioLag: Double
+
+    init(audioLag: Double = 0) {
+        self.audioLag = audioLag
+        let me = Unmanaged.passRetained(self).toOpaque()
+        buffer = av_buffer_create(me.assumingMemoryBound(to: UInt8.self), 1, { _, data in
+            if let data { Unmanaged<ProducerPresence>.fromOpaque(UnsafeRawPointer(data)).release() }
+        }, Self.marker, 0)
+    }
 
     func left(mediaEnd t: Double) { lock.lock(); end = t; lock.unlock() }
     func returned() { lock.lock(); end = nil; lock.unlock() }

@@ -90,18 +90,31 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
 
     /// The hook, on libsrt's thread, before the handshake ends: 0 admits, -1 refuses.
     private func admit(_ caller: SRTSOCKET, peer: String, streamID: String) -> Int32 {
-        var refusal: String?
-        if let keys = settings.keys, !keys.admits([streamID]) { refusal = "refused: unknown key" }
+        let id = SrtStreamID(streamID)
+        var refusal: (reason: String, code: Int32)?
+        if !id.publishes {
+            refusal = ("refused: the stream id asks to \(id.mode == "request" ? "receive" : "do something else") "
+                + "(m=\(SrtStreamID.printable(id.mode ?? ""))); this source takes publishers", avg_srt_reject_bad_mode())
+        } else if let keys = settings.keys, !keys.admits(id.candidates) {
+            refusal = ("refused: unknown key", avg_srt_reject_unauthorized())
+        }
         condition.lock()
-        if refusal == nil && busy { refusal = "refused: another publisher is live on this source" }
+        if refusal == nil && busy { refusal = ("refused: another publisher is live on this source", avg_srt_reject_conflict()) }
         let now = Monotonic.now
-        let repeated = now - (lastRefusal[peer] ?? -10) < 2
-        if refusal != nil { lastRefusal[peer] = now } else { admitted[peer] = now }
+        // A refused caller calls again, from a new port each time (GStreamer's srtsink every
+        // 100 ms, for ever): one warning for it while it keeps calling.
+        let host = "\(peer.lastIndex(of: ":").map { peer[..<$0] } ?? Substring(peer)) \(refusal?.reason ?? "")"
+        let repeated = now - (lastRefusal[host] ?? -10) < 2
+        if refusal != nil {
+            if lastRefusal.count > 256 { lastRefusal = lastRefusal.filter { now - $0.value < 2 } }
+            lastRefusal[host] = now
+        } else {
+            admitted[peer] = now
+        }
         condition.unlock()
         guard let refusal else { return 0 }
-        // A caller repeats its handshake: one warning for it.
-        if !repeated { note("\(peer): \(refusal)") }
-        srt_setrejectreason(caller, refusal.contains("key") ? 1401 : 1409)
+        if !repeated { note("\(peer)\(id.user.map { " (u=\(SrtStreamID.printable($0)))" } ?? ""): \(refusal.reason)") }
+        srt_setrejectreason(caller, refusal.code)
         return -1
     }
 

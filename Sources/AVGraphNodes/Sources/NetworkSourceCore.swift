@@ -12,12 +12,23 @@ final class NetworkSourceCore {
     private let duration: Double?
     private var announced = false
     private var idleSince = 0.0
+    /// A publisher sends media all the time (a still picture too): one that sent nothing for
+    /// `silence` has stalled or died, and until it sends again the live edge of its media is its
+    /// last media, not the clock. So `fps` and `mixer` stop there instead of padding until the
+    /// listener's `timeout` verdict (padding a file cannot take back); media that comes after
+    /// fills the gap. Shorter than what they wait before padding (`mixer`'s latency, 150 ms;
+    /// `fps` 100 ms plus a frame), longer than a publisher's steady cadence (a picture every 33 ms).
+    static let silence = 0.1
+    /// How late a publisher's audio may come before a mixer fills it (`ProducerPresence.audioLag`).
+    static let audioLag = 1.0
+    private var lastItem = Monotonic.now
+    private var silent = false
 
     init(_ setup: NodeSetup, input: NetworkInput) {
         // A decoded picture refused when the queue stays full breaks no reference chain: drop the newest.
         hub = IngestHub(videoCapacity: setup[NetworkSourceOptions.buffer], audioCapacity: setup[IngestOptions.audioBuffer], policy: .newest,
                         privacy: input.privacy)
-        emitter = IngestEmitter(hub: hub, outputs: setup.outputs)
+        emitter = IngestEmitter(hub: hub, outputs: setup.outputs, audioLag: Self.audioLag)
         idle = setup[NetworkSourceOptions.idle]
         duration = setup.duration
         reader = NetworkReader(input, hub: hub, backlog: setup[NetworkSourceOptions.backlog])
@@ -33,12 +44,22 @@ final class NetworkSourceCore {
         report(out)
         if let duration, out.clock >= duration { return false }
         // Without a publisher, the wait ends when `idle` runs out; the reader wakes it for anything sooner.
-        let idleEnds = reader.isConnected ? nil : idle.map { Monotonic.now + max(0, idleSince + $0 - out.clock) }
-        switch emitter.next(out, duration: duration, deadline: idleEnds) {
-        case .item(let item): try emitter.emit(item, out)
+        let connected = reader.isConnected
+        let idleEnds = connected ? nil : idle.map { Monotonic.now + max(0, idleSince + $0 - out.clock) }
+        let silentAt = connected && !silent ? lastItem + Self.silence : nil
+        switch emitter.next(out, duration: duration, deadline: [idleEnds, silentAt].compactMap { $0 }.min()) {
+        case .item(let item):
+            lastItem = Monotonic.now
+            silent = false
+            try emitter.emit(item, out)
         case .woken, .deadline:
             try emitter.idle(out)
-            if !reader.isConnected { try emitter.producerLeft(out) }
+            if !reader.isConnected {
+                try emitter.producerLeft(out)
+            } else if !silent && Monotonic.now - lastItem >= Self.silence {
+                silent = emitter.producerSilent()
+                if !silent { lastItem = Monotonic.now }
+            }
         case .ended: return false
         }
         if reader.isConnected { idleSince = out.clock }

@@ -43,13 +43,22 @@ public final class SrtSourceNode: Source, Node, LiveSource, @unchecked Sendable 
             guard let c = URLComponents(string: url), let host = c.host, let port = c.port else {
                 throw MediaError("'\(NetworkSourceOptions.redacted(url))' needs a host and a port to listen on")
             }
-            let urlKey = c.queryItems?.first { $0.name == "streamid" }?.value
+            // A stream id in the URL in the access-control form names its key with `r=`.
+            let urlKey = Self.streamID(in: c).map { SrtStreamID($0).resource ?? $0 }
             let keys = try PublisherKeys(keys: setup[ListenOptions.keys], file: setup.path(ListenOptions.keysFile), urlKey: urlKey)
             input.listener = try SrtListener(.init(host: host, port: port, passphrase: setup[Self.passphrase], latency: setup[Self.latency],
                                                    keys: keys.isEmpty && setup.path(ListenOptions.keysFile) == nil ? nil : keys,
                                                    handshakeTimeout: setup[ListenOptions.handshakeTimeout], silence: timeout))
         }
         core = NetworkSourceCore(setup, input: input)
+    }
+
+    /// `?streamid=` of the URL. Written unescaped, an access-control id's `#` begins the URL's
+    /// fragment: the fragment is the rest of the id then.
+    static func streamID(in url: URLComponents) -> String? {
+        guard let value = url.queryItems?.first(where: { $0.name == "streamid" })?.value else { return nil }
+        if value.isEmpty, let rest = url.fragment, url.query?.hasSuffix("streamid=") == true { return "#" + rest }
+        return value
     }
 
     override public func produce(_ out: Outlet) throws -> Bool { try core.produce(out) }
