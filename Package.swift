@@ -53,7 +53,7 @@ let package = Package(
         // The operator's page, its API and /metrics on NIO (HTTP/1.1 from NIOHTTP1, TLS from NIOSSL): a library of
         // its own so the HTTP fuzz target drives the same server pipeline the program serves.
         .target(name: "AVGraphHTTP", dependencies: [
-            "AVGraph",
+            "AVGraph", "AVGraphNodes",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),

@@ -45,7 +45,7 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
         self.policy = policy
         self.limits = limits
         if let files {
-            do { tls = try ListenTLS.context(certificate: files.certificate, key: files.key) } catch { throw MediaError(error.description) }
+            do { tls = try ListenTLS.checkedContext(certificate: files.certificate, key: files.key) } catch { throw MediaError(error.description) }
         } else {
             tls = nil
         }

@@ -51,7 +51,7 @@ public final class RtmpSourceNode: Source, Node, LiveSource, @unchecked Sendable
             throw NegotiationError("listening on rtmps:// takes a TLS certificate and its key", option: "url",
                                    hint: "give cert: FILE and key: FILE (PEM)")
         }
-        do { _ = try ListenTLS.context(certificate: certificate, key: key) } catch {
+        do { _ = try ListenTLS.checkedContext(certificate: certificate, key: key) } catch {
             throw NegotiationError(error.description, option: error.option)
         }
     }
