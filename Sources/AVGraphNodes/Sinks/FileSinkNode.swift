@@ -195,7 +195,7 @@ public final class FileSinkNode: Sink, Node, @unchecked Sendable {
               firstStream.contains(where: { $0 != nil }) else { return }
         try file.start(streams: firstStream)
         if let splitMicroseconds {
-            let start = pending.filter { $0.packet.pts != avg_nopts() }.map { $0.packet.microseconds }.min() ?? 0
+            let start = pending.filter { $0.packet.pts != avg_nopts() }.map { $0.packet.mediaStart }.min() ?? 0
             nextCut = start + splitMicroseconds
         }
         let queued = pending
@@ -336,4 +336,12 @@ public final class FileSinkNode: Sink, Node, @unchecked Sendable {
 extension Packet {
     /// Presentation time in microseconds: where a split cuts.
     fileprivate var microseconds: Int64 { Rational.rescale(pts, from: timeBase, to: Rational(1, 1_000_000)) }
+
+    /// Where the media of a stream's first packet starts (µs): an audio encoder's first packet
+    /// begins with its priming samples, which no player plays (the multiples count from after them).
+    fileprivate var mediaStart: Int64 {
+        let p = stream.parameters.pointee
+        guard stream.kind == .encodedAudio, p.initial_padding > 0, p.sample_rate > 0 else { return microseconds }
+        return microseconds + Rational.rescale(Int64(p.initial_padding), from: Rational(1, Int(p.sample_rate)), to: Rational(1, 1_000_000))
+    }
 }
