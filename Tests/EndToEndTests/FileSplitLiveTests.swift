@@ -101,4 +101,33 @@ final class FileSplitLiveTests: XCTestCase {
         XCTAssertEqual(recordings.compactMap { $0["frames"] as? Int }, split.map(\.count))
         XCTAssertEqual(recordings.compactMap { $0["part"] as? Int }, [1, 2, 3])
     }
+
+    /// With `upload`, each part is sent once finalized, in order, to its own URL (`{part}`), and
+    /// arrives byte-identical; one `uploaded` event per part.
+    func testEachPartIsUploaded() throws {
+        let server = try LoopbackHTTP()
+        addTeardownBlock { server.stop() }
+        let dir = CLI.scratch()
+        CLI.write("""
+        pipeline: split-upload
+        duration: 5s
+        nodes:
+          screen: {type: testsrc, size: 320x240, rate: 30}
+          tone:   {type: tone, rate: 48000}
+          video:  {type: h264, in: screen, gop: 30, keyframes: fixed}
+          audio:  {type: aac, in: tone}
+          out:    {type: file, in: [video, audio], path: rec.mp4, split: 2s, upload: {url: "\(server.url("/up/rec-{part}.mp4"))"}}
+        """, to: dir + "/up.pipe")
+        let r = try CLI.run(["run", dir + "/up.pipe", "--events", "json"], timeout: 120)
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let events = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let parts = (1...3).map { dir + "/rec-00\($0).mp4" }
+        XCTAssertEqual(events.filter { $0["event"] as? String == "uploaded" }.compactMap { $0["path"] as? String }, parts)
+        XCTAssertEqual(events.filter { $0["event"] as? String == "recording" }.compactMap { $0["frames"] as? Int }, [60, 60, 30])
+        for n in 1...3 {
+            let local = try Data(contentsOf: URL(fileURLWithPath: parts[n - 1]))
+            let received = try Data(contentsOf: URL(fileURLWithPath: server.dir + "/received/PUT_up_rec-00\(n).mp4"))
+            XCTAssertEqual(received, local, "part \(n) arrived byte-identical")
+        }
+    }
 }
