@@ -44,9 +44,10 @@ final class ServeTests: XCTestCase {
         return p
     }
 
-    func startServe(_ args: [String], dir: String, environment: [String: String]) throws -> BackgroundRun {
+    /// `avgraph serve ARGS`, once it listens; `test` kills what it leaves.
+    static func startServe(_ args: [String], dir: String, environment: [String: String], in test: XCTestCase) throws -> BackgroundRun {
         let serve = try BackgroundRun(["serve"] + args, cwd: dir, environment: environment)
-        addTeardownBlock {
+        test.addTeardownBlock {
             // Whatever a failed test left: serve's runs first (they are its children), then serve.
             for (pid, _) in Self.runs(of: serve.process.processIdentifier) { kill(pid, SIGKILL) }
             if serve.process.isRunning { kill(serve.process.processIdentifier, SIGKILL) }
@@ -100,8 +101,8 @@ final class ServeTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: runtime) }
         let rtmp = try LoopbackPort.free(), srt = try LoopbackPort.free()
         let template = Self.template(dir, idle: "30s")
-        let serve = try startServe([template, "--listen", "rtmp://127.0.0.1:\(rtmp)", "--listen", "srt://127.0.0.1:\(srt)",
-                                    "--auth", backend.url("/auth")], dir: dir, environment: environment)
+        let serve = try Self.startServe([template, "--listen", "rtmp://127.0.0.1:\(rtmp)", "--listen", "srt://127.0.0.1:\(srt)",
+                                         "--auth", backend.url("/auth")], dir: dir, environment: environment, in: self)
         let rtmpURL = { (key: String) in "rtmp://127.0.0.1:\(rtmp)/live/\(key)" }
         var publishers = try ["phone1", "phone2", "phone3", "denied-key"].map { try Self.publish(rtmpURL($0)) }
         publishers += try ["phone5", "phone6"].map { try Self.publish("srt://127.0.0.1:\(srt)?streamid=\($0)") }
