@@ -63,6 +63,16 @@ final class ServeHooksTests: XCTestCase {
             let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
             XCTAssertEqual(recording["bytes"] as? Int ?? 0, size, accuracy: size / 10 + 1, "bytes: \(recording)")
         }
+        // docs/hooks.schema.json, by Python's jsonschema: every body fits, and a body that is not a hook does not.
+        let problems = try PythonWitness.run("""
+            import json, sys, jsonschema
+            v = jsonschema.Draft202012Validator(json.load(open(sys.argv[1])))
+            bad = [e.message for line in open(sys.argv[2]) for e in v.iter_errors(json.loads(line)['body'])]
+            if not list(v.iter_errors({'event': 'recording', 'session': 's1', 'key': 'k', 'app': '', 'protocol': 'srt', 'peer': 'p', 'time': 't'})):
+                bad.append('a recording without its fields passed')
+            print(json.dumps(bad))
+            """, [CLI.packageRoot + "/docs/hooks.schema.json", backend.dir + "/hooks.jsonl"])
+        XCTAssertEqual(problems as? [String], [])
         kill(serve.process.processIdentifier, SIGTERM)
         XCTAssertEqual(serve.waitForExit(timeout: 20), 0, serve.stderr)
         XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: queue)) ?? []).filter { $0.hasSuffix(".json") }, [], "the queue is empty")
