@@ -149,6 +149,59 @@ final class ServeTests: XCTestCase {
         XCTAssertEqual(questions.first { $0["key"] as? String == "phone1" }?["app"] as? String, "live")
     }
 
+    /// `--keys-file`: an HEVC phone over Enhanced RTMP (ErtmpPublisher, written from the
+    /// specification) is recorded; a publisher that leaves and comes back with the same key
+    /// within the run's `idle` continues its run (one file, both halves); a key not in the file is
+    /// refused in the protocol and records nothing.
+    func testKeysFileHevcPhoneAndAReturningPublisherContinuesItsRun() throws {
+        let dir = CLI.scratch("serve-keys")
+        _ = Self.clip
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-i", Self.clip, "-c:v", "libx265", "-preset", "ultrafast",
+                           "-x265-params", "bframes=0:keyint=30:log-level=error", "-an", "-f", "hevc", dir + "/v.hevc",
+                           "-vn", "-c:a", "copy", "-f", "adts", dir + "/a.aac"])
+        CLI.write("# who may publish\nphone-hevc\nback\n", to: dir + "/keys")
+        let (runtime, environment) = try CLI.privateRuntime()
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        let rtmp = try LoopbackPort.free()
+        let serve = try Self.startServe([Self.template(dir, idle: "3s"), "--listen", "rtmp://127.0.0.1:\(rtmp)", "--keys-file", dir + "/keys"],
+                                        dir: dir, environment: environment, in: self)
+        CLI.write(ErtmpPublisher.script, to: dir + "/publisher.py")
+        let hevc = Process()
+        hevc.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        hevc.arguments = ["python3", dir + "/publisher.py", "rtmp://127.0.0.1:\(rtmp)/live/phone-hevc", "--video", dir + "/v.hevc",
+                          "--codec", "hvc1", "--audio", dir + "/a.aac"]
+        hevc.standardOutput = FileHandle.nullDevice
+        try hevc.run()
+        defer { if hevc.isRunning { hevc.terminate() } }
+        let intruder = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/intruder", seconds: 2)
+        let first = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/back", seconds: 3)
+        first.waitUntilExit()
+        Thread.sleep(forTimeInterval: 1)
+        let second = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/back", seconds: 3)
+        for p in [second, intruder, hevc] { p.waitUntilExit() }
+        XCTAssertEqual(hevc.terminationStatus, 0, "the Enhanced RTMP publisher's exit status")
+        XCTAssertNotEqual(intruder.terminationStatus, 0, "an unknown key is refused")
+        kill(serve.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(serve.waitForExit(timeout: 30), 0, serve.stderr)
+
+        let files = Self.recordings(dir)
+        print("serve: keys-file recordings \(files)")
+        XCTAssertEqual(files.filter { $0.hasPrefix("back-") }.count, 1, "the returning publisher continued its run: \(files)")
+        XCTAssertFalse(files.contains { $0.hasPrefix("intruder") }, "\(files)")
+        XCTAssertTrue(serve.stderr.contains("refused: unknown key"), serve.stderr)
+        XCTAssertTrue(serve.stderr.contains("back in session"), serve.stderr)
+        let hevcFile = try XCTUnwrap(files.first { $0.hasPrefix("phone-hevc-") }, "\(files)\n\(serve.stderr)")
+        let h = try Self.measure(dir + "/rec/" + hevcFile)
+        print("serve: HEVC phone: video \(String(format: "%.3f", h.video)) s (\(h.frames) frames), audio \(String(format: "%.3f", h.audio)) s")
+        XCTAssertEqual(h.video, Self.seconds, accuracy: 0.3, "seconds of the HEVC phone")
+        XCTAssertEqual(h.audio, Self.seconds, accuracy: 0.4)
+        if let back = files.first(where: { $0.hasPrefix("back-") }) {
+            let m = try Self.measure(dir + "/rec/" + back)
+            print("serve: back twice: video \(String(format: "%.3f", m.video)) s (\(m.frames) frames)")
+            XCTAssertEqual(Double(m.frames), 180, accuracy: 6, "both 3 s halves in the one file")
+        }
+    }
+
     /// Without --keys-file, --auth or --open, serve refuses to start (usage error, exit 2).
     func testServeWithoutAChoiceOfWhoMayPublishRefusesToStart() throws {
         let dir = CLI.scratch("serve-choice")
