@@ -53,6 +53,7 @@ public struct Event: Sendable, Codable {
         case publisher(Publisher)
         case idle(Idle)
         case uploaded(Uploaded)
+        case recording(Recording)
         case custom(Custom)
 
         /// The payload, for encoding and the `event` name.
@@ -81,6 +82,7 @@ public struct Event: Sendable, Codable {
             case .publisher(let p): p
             case .idle(let p): p
             case .uploaded(let p): p
+            case .recording(let p): p
             case .custom(let p): p
             }
         }
@@ -113,6 +115,7 @@ public struct Event: Sendable, Codable {
             Publisher.eventName: { .publisher(try Publisher(from: $0)) },
             Idle.eventName: { .idle(try Idle(from: $0)) },
             Uploaded.eventName: { .uploaded(try Uploaded(from: $0)) },
+            Recording.eventName: { .recording(try Recording(from: $0)) },
             Custom.eventName: { .custom(try Custom(from: $0)) },
         ]
 
