@@ -16,6 +16,7 @@ static inline int avg_avdevice_major(void) { return LIBAVDEVICE_VERSION_MAJOR; }
 #include <libavutil/audio_fifo.h>
 #include <libavutil/channel_layout.h>
 #include <libavutil/display.h>
+#include <libavutil/hmac.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
 #include <libavutil/pixdesc.h>
