@@ -57,8 +57,16 @@ open class Source: NodeHooks, @unchecked Sendable {
 open class Consumer: NodeHooks, @unchecked Sendable {
     /// One buffer arrived on input connection `input` (an index into `setup.inputs`).
     open func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { throw Self.missing("receive(_:input:_:)", self) }
-    /// Realtime runs: called at least every few tens of milliseconds, so a node can emit on the clock.
-    open func tick(_ out: Outlet) throws {}
+    /// Realtime runs: called every `tickInterval` seconds, so a node can emit on the clock.
+    /// A node that does not override it is called once, then never again.
+    open func tick(_ out: Outlet) throws { ticks = false }
+    /// Realtime runs: seconds between `tick`s, the node's own deadlines; nil: never ticked, its
+    /// thread sleeps until media, an input's end, a live change or the run's stop wakes it.
+    /// Asked on the node's thread before each wait. The default: every 20 ms for a node that
+    /// overrides `tick`, nil once the first tick showed that it does not.
+    open var tickInterval: Double? { ticks ? 0.02 : nil }
+    /// Cleared by the base `tick`: the node has no deadlines of its own.
+    private var ticks = true
     /// An input reached its end.
     open func inputEnded(_ input: Int, _ out: Outlet) throws {}
 
