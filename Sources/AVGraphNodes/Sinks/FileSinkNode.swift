@@ -12,7 +12,7 @@ import Foundation
 /// to its last second or so. A full disk cuts the file back to its last complete fragment and
 /// stops the run. At a clean end an MP4 is rewritten as a regular one with its index in front
 /// (to a temporary, then renamed over the journal), unless `fragmented` asks to leave it as is.
-public final class FileSinkNode: Sink, Node, @unchecked Sendable {
+public final class FileSinkNode: Sink, Node {
     public static let typeName = "file"
     public static let summary = "writes encoded streams to a media file (.mp4 .mov .mkv .flv .ts)"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,
