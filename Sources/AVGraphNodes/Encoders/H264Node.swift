@@ -4,7 +4,7 @@ import Foundation
 
 /// `h264`: raw video in, H.264 out, with libx264 through libavcodec. Tags BT.709 limited range and
 /// converts other pixel formats to yuv420p on the way in (one swscale pass).
-public final class H264Node: Filter, Node, @unchecked Sendable {
+public final class H264Node: Filter, Node {
     public static let typeName = "h264"
     public static let summary = "encodes video to H.264 (libx264)"
     public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size; yuv420p and nv12 go straight in, other pixel formats are converted")]

@@ -14,7 +14,7 @@ import Foundation
 /// the part that ends there, the rest to the next, so no picture or sample is lost or doubled at
 /// a join. Every part is finalized as it is cut and starts at 0 (the first keeps the timestamps
 /// an unsplit file has).
-public final class FileSinkNode: Sink, Node, @unchecked Sendable {
+public final class FileSinkNode: Sink, Node {
     public static let typeName = "file"
     public static let summary = "writes encoded streams to a media file (.mp4 .mov .mkv .flv .ts)"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,

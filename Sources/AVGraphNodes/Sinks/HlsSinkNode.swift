@@ -10,7 +10,7 @@ import Foundation
 /// at the same timestamps and a player switches between them at any segment boundary. Every
 /// file reaches its name whole (written beside it, renamed): a player never reads half a segment
 /// or playlist, and a kill -9 leaves playlists naming only complete segments (HlsWriter).
-public final class HlsSinkNode: Sink, Node, @unchecked Sendable {
+public final class HlsSinkNode: Sink, Node {
     public static let typeName = "hls"
     public static let summary = "writes HLS: a master playlist, and per rendition a media playlist with fMP4 or TS segments"
     public static let inputs = [

@@ -6,7 +6,7 @@ import CFFmpeg
 /// repeated (a still screen sends nothing: the timeline must have no holes), for at most `hold`
 /// if one is set, after which the stream pauses (its timestamps jump). Every output is a
 /// reference to an input picture with a new timestamp: nothing is copied.
-final class FpsNode: Filter, Node, @unchecked Sendable {
+final class FpsNode: Filter, Node {
     static let typeName = "fps"
     static let summary = "constant frame rate: drop extra frames, repeat the last one through stalls"
     static let inputs = [PadSpec("video", [.rawVideo])]
