@@ -61,6 +61,13 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(publish.status, 0, publish.stderr)
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
         let recording = dir + "/out.mp4"
+        // The encoder's account: 900 pictures, those of the three spans encoded.
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
+        XCTAssertEqual(account["node"] as? String, "video")
+        XCTAssertEqual(account["encoded"] as? Int, (300 - 150) + (480 - 399) + (780 - 630))
+        XCTAssertEqual(account["passed"] as? Int, 900 - (account["encoded"] as? Int ?? 0))
+        XCTAssertEqual(account["spans"] as? Int, 3)
+        XCTAssertEqual(account["max_overstay"] as? Double ?? 0, 1.8, accuracy: 0.04)
         let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
         XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's stream")
 
@@ -87,7 +94,11 @@ final class PassthroughTests: XCTestCase {
         let size = (w: 90, h: 160)
         let shown = try HlsWitness.grayPictures(recording, width: size.w, height: size.h)
         let original = try HlsWitness.grayPictures(flv, width: size.w, height: size.h)
-        let card = try XCTUnwrap(CLI.grayFrames(assets + "/privacy.png", width: size.w, height: size.h).first)
+        // The card as the privacy node fits it (inside the picture, black bars), drawn by ffmpeg.
+        let fitted = try CLI.capture(["ffmpeg", "-v", "error", "-i", assets + "/privacy.png", "-vf",
+                                      "scale=720:1280:force_original_aspect_ratio=decrease,pad=720:1280:(ow-iw)/2:(oh-ih)/2,scale=\(size.w):\(size.h)",
+                                      "-pix_fmt", "gray", "-f", "rawvideo", "-"])
+        let card = [UInt8](fitted)
         XCTAssertEqual(shown.count, original.count)
         let inSpan = { (k: Int) in expected.contains { k >= $0.0 && k < $0.1 } }
         var worstCard = 0.0, worstSource = 0.0
@@ -100,8 +111,8 @@ final class PassthroughTests: XCTestCase {
             }
         }
         XCTAssertLessThan(worstCard, 2, "every picture in a span is the same card")
+        XCTAssertLessThan(Self.meanDistance(shown[expected[0].0], card), 6, "and it is the privacy card")
         XCTAssertEqual(worstSource, 0, "the publisher's pictures decode exactly as sent")
-        _ = card
 
         try assertPlaysEverywhere(recording, pictures: sent.count)
         // Duration and sync as the source's.

@@ -317,7 +317,10 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
         var restart = false
         if splice != nil {
             if !spliceDecided { try decideSplice(frame, out) }
-            switch splice!.step(frame) {
+            let step = splice!.step(frame)
+            out.report("passed_through", Double(splice!.forwarded))
+            out.report("encoded", Double(splice!.encoded))
+            switch step {
             case .forward(let source):
                 out.emit(source.packet.restamped(pts: pts, stream: stream))
                 return
@@ -391,6 +394,10 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
         try encoder.send(nil)
         try drain(out)
         reportLatency(out)
+        if let splice {
+            out.event(.passthrough(.init(passed: splice.forwarded, encoded: splice.encoded, spans: splice.spans,
+                                         maxOverstay: (splice.maxOverstay * 1000).rounded() / 1000)))
+        }
     }
 
     /// Source emission to encoded packet, over the run: the figure a live viewer's delay starts from.
