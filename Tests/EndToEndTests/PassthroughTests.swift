@@ -71,24 +71,7 @@ final class PassthroughTests: XCTestCase {
         let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
         XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's stream")
 
-        // Packets: the recording's picture k is the publisher's picture k; every picture outside
-        // the card spans is the publisher's packet, byte for byte.
-        let sent = try Self.packetHashes(flv), recorded = try Self.packetHashes(recording)
-        XCTAssertEqual(sent.count, Self.seconds * 30)
-        XCTAssertEqual(recorded.count, sent.count, "every picture recorded, none repeated")
-        let sourceKeys = try Self.keyframeIndices(flv)
-        let expected = switches.map { on, off in (on, sourceKeys.first { $0 >= off }!) }
-        var ours: [(Int, Int)] = []
-        for k in 0..<min(sent.count, recorded.count) where recorded[k] != sent[k] {
-            if let last = ours.last, last.1 == k { ours[ours.count - 1].1 = k + 1 } else { ours.append((k, k + 1)) }
-        }
-        XCTAssertEqual(ours.map { "\($0.0)..<\($0.1)" }, expected.map { "\($0.0)..<\($0.1)" },
-                       "encoded spans: from each switch on to the source's first keyframe after it went off")
-        for (span, (on, off)) in zip(expected, switches) {
-            print("passthrough: card on at picture \(on), off at \(off), source keyframe at \(span.1): overstay \(Double(span.1 - off) / 30) s")
-        }
-        let recordedKeys = Set(try Self.keyframeIndices(recording))
-        for span in expected { XCTAssertTrue(recordedKeys.contains(span.0), "our span at \(span.0) starts with a keyframe") }
+        let expected = try assertSpliced(recording, source: flv, switches: switches, pictures: Self.seconds * 30)
 
         // Pictures: every one in a span is the card; every other decodes as the publisher's.
         let size = (w: 90, h: 160)
@@ -114,7 +97,7 @@ final class PassthroughTests: XCTestCase {
         XCTAssertLessThan(Self.meanDistance(shown[expected[0].0], card), 6, "and it is the privacy card")
         XCTAssertEqual(worstSource, 0, "the publisher's pictures decode exactly as sent")
 
-        try assertPlaysEverywhere(recording, pictures: sent.count)
+        try assertPlaysEverywhere(recording, pictures: Self.seconds * 30)
         // Duration and sync as the source's.
         let a = try CLI.probe(flv), b = try CLI.probe(recording)
         let sourceDuration = Double((a["format"] as? [String: Any])?["duration"] as? String ?? "") ?? 0
@@ -128,9 +111,70 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(startGap(b), startGap(a), accuracy: 0.05, "audio against video as the publisher sent them")
     }
 
+    /// The same splice pushed over RTMP into nginx-rtmp: one sequence header holds both
+    /// encoders' parameter sets, so what nginx records is the publisher's packets with our card
+    /// spans between, and players decode across every splice.
+    func testPushedToNginxRtmpThePlayersDecodeAcrossEverySplice() throws {
+        try XCTSkipUnless(NginxRtmp.isAvailable, "nginx with libnginx-mod-rtmp is not installed (scripts/setup installs it)")
+        let dir = CLI.scratch()
+        let flv = dir + "/phone.flv"
+        let seconds = 16
+        try Self.phoneClip(flv, seconds: seconds)
+        let nginx = try NginxRtmp()
+        let port = try LoopbackPort.free()
+        let assets = CLI.packageRoot + "/assets"
+        CLI.write("""
+        pipeline: passthrough-push
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
+          audio:   {type: aac, in: src.audio}
+          live:    {type: rtmp, in: [video, audio], url: "\(nginx.url("spliced"))"}
+        """, to: dir + "/p.pipe")
+        var env = ProcessInfo.processInfo.environment
+        env["AVGRAPH_KEYS"] = nil
+        let run = try BackgroundRun(["run", dir + "/p.pipe", "--events", "json"], cwd: dir, environment: env)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        let switches = [(90, 200), (260, 330)]
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"]
+            + switches.flatMap { ["--privacy", "\($0.0 * 100 / 3)ms:\(($0.1 - $0.0) * 100 / 3)ms"] }, timeout: 60)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let recorded = try XCTUnwrap(nginx.sessions.last, "nginx recorded nothing")
+        try assertSpliced(recorded, source: flv, switches: switches, pictures: seconds * 30)
+        try assertPlaysEverywhere(recorded, pictures: seconds * 30, browser: false)
+    }
+
+    /// Packets: the recording's picture k is the publisher's picture k; every picture outside
+    /// the card spans is the publisher's packet, byte for byte, and the spans run from each
+    /// switch on to the publisher's first keyframe after it went off. Returns the spans.
+    @discardableResult
+    func assertSpliced(_ recording: String, source flv: String, switches: [(Int, Int)], pictures: Int,
+                       file: StaticString = #filePath, line: UInt = #line) throws -> [(Int, Int)] {
+        let sent = try Self.packetHashes(flv), recorded = try Self.packetHashes(recording)
+        XCTAssertEqual(sent.count, pictures, file: file, line: line)
+        XCTAssertEqual(recorded.count, sent.count, "every picture recorded, none repeated", file: file, line: line)
+        let sourceKeys = try Self.keyframeIndices(flv)
+        let expected = switches.map { on, off in (on, sourceKeys.first { $0 >= off } ?? pictures) }
+        var ours: [(Int, Int)] = []
+        for k in 0..<min(sent.count, recorded.count) where recorded[k] != sent[k] {
+            if let last = ours.last, last.1 == k { ours[ours.count - 1].1 = k + 1 } else { ours.append((k, k + 1)) }
+        }
+        XCTAssertEqual(ours.map { "\($0.0)..<\($0.1)" }, expected.map { "\($0.0)..<\($0.1)" },
+                       "encoded spans: from each switch on to the source's first keyframe after it went off", file: file, line: line)
+        for (span, (on, off)) in zip(expected, switches) {
+            print("passthrough: card on at picture \(on), off at \(off), source keyframe at \(span.1): overstay \(Double(span.1 - off) / 30) s")
+        }
+        let recordedKeys = Set(try Self.keyframeIndices(recording))
+        for span in expected { XCTAssertTrue(recordedKeys.contains(span.0), "our span at \(span.0) starts with a keyframe", file: file, line: line) }
+        return expected
+    }
+
     /// ffmpeg decodes it with no error at all, GStreamer's decodebin3 plays it through, and
     /// Chromium's <video> plays it to the end with every picture decoded.
-    func assertPlaysEverywhere(_ path: String, pictures: Int, file: StaticString = #filePath, line: UInt = #line) throws {
+    func assertPlaysEverywhere(_ path: String, pictures: Int, browser: Bool = true, file: StaticString = #filePath, line: UInt = #line) throws {
         let ffmpeg = try Tool.run(["ffmpeg", "-v", "error", "-xerror", "-i", path, "-f", "null", "-"])
         XCTAssertEqual(ffmpeg.status, 0, ffmpeg.stderr, file: file, line: line)
         XCTAssertEqual(ffmpeg.stderr.trimmingCharacters(in: .whitespacesAndNewlines), "", "ffmpeg decodes without an error", file: file, line: line)
@@ -138,6 +182,7 @@ final class PassthroughTests: XCTestCase {
                                 "audio-sink=fakesink sync=false"], timeout: 60)
         XCTAssertEqual(gst.status, 0, gst.stdout + gst.stderr, file: file, line: line)
         XCTAssertFalse((gst.stdout + gst.stderr).contains("ERROR"), gst.stdout + gst.stderr, file: file, line: line)
+        guard browser else { return }
         let page = (path as NSString).deletingLastPathComponent + "/play.html"
         try "<video id=v muted src=\"\((path as NSString).lastPathComponent)\"></video>".write(toFile: page, atomically: true, encoding: .utf8)
         let seen = try XCTUnwrap(PythonWitness.run(OperatorPageTests.chromium + #"""
