@@ -110,6 +110,7 @@ final class EventSchemaTests: XCTestCase {
             Event(.applied(.init(option: "gain", value: .object(["mic": .number(2)]), mediaTime: 1)), node: "mix"),
             Event(.level(.init(mediaTime: 1, rms: [-20], peak: [-3])), node: "meter"),
             Event(.latency(.init(count: 1, p50: 2, p99: 3, max: 4)), node: "video"),
+            Event(.passthrough(.init(passed: 850, encoded: 50, spans: 3, maxOverstay: 1.8)), node: "video"),
             Event(.listening(.init(path: "/tmp/x.sock")), node: "phone"),
             Event(.producer(.init(state: .disconnected, session: 1, messages: 4, message: "gone")), node: "phone"),
             Event(.dropped(.init(video: 1, audio: 0)), node: "live"),

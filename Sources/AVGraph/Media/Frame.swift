@@ -12,6 +12,8 @@ public final class Frame: @unchecked Sendable {
     public var emittedAt: Double?
     /// In-band privacy state from the producer (nil: it declared none).
     public var privacy: PrivacyMark?
+    /// The network source's compressed packet these pixels are, while they are unchanged.
+    public var source: SourcePicture?
 
     public init(owning av: UnsafeMutablePointer<AVFrame>, timeBase: Rational, orientation: Orientation = .up) {
         self.av = av
@@ -34,6 +36,7 @@ public final class Frame: @unchecked Sendable {
         let copy = Frame(owning: av_frame_clone(av), timeBase: timeBase, orientation: orientation)
         copy.emittedAt = emittedAt
         copy.privacy = privacy
+        copy.source = source
         return copy
     }
 

@@ -17,12 +17,12 @@ public final class EncodedStream: @unchecked Sendable {
         self.uplink = uplink
     }
 
-    public init(copying parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, kind: MediaKind) {
+    public init(copying parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, kind: MediaKind, uplink: UplinkFeedback? = nil) {
         self.parameters = avcodec_parameters_alloc()
         avcodec_parameters_copy(self.parameters, parameters)
         self.timeBase = timeBase
         self.kind = kind
-        uplink = nil
+        self.uplink = uplink
     }
 
     deinit {

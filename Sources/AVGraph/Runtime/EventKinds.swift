@@ -183,6 +183,21 @@ extension Event {
         public init(count: Int, p50: Double, p99: Double, max: Double) { self.count = count; self.p50 = p50; self.p99 = p99; self.max = max }
     }
 
+    /// `h264 passthrough: auto` at the end of the run: pictures sent on as the source's own
+    /// packets, pictures encoded, spans of ours spliced in, and the longest a card stayed on
+    /// after the source's pictures came back (until the source's next keyframe).
+    public struct Passthrough: EventPayload {
+        public static let eventName = "passthrough"
+        public var passed: Int
+        public var encoded: Int
+        public var spans: Int
+        public var maxOverstay: Double
+        enum CodingKeys: String, CodingKey { case passed, encoded, spans, maxOverstay = "max_overstay" }
+        public init(passed: Int, encoded: Int, spans: Int, maxOverstay: Double) {
+            self.passed = passed; self.encoded = encoded; self.spans = spans; self.maxOverstay = maxOverstay
+        }
+    }
+
     /// A `socket` source listens at `path`.
     public struct Listening: EventPayload {
         public static let eventName = "listening"

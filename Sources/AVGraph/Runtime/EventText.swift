@@ -14,7 +14,7 @@ extension Event {
         case .error: .error
         case .warning: .warning
         case .stats, .level: .debug
-        case .start, .control, .paused, .resumed, .stopping, .eos, .applied, .latency, .listening, .producer,
+        case .start, .control, .paused, .resumed, .stopping, .eos, .applied, .latency, .passthrough, .listening, .producer,
              .dropped, .reconnecting, .reconnected, .bitrate, .disconnected, .null, .publisher, .idle, .uploaded, .recording, .custom: .info
         }
     }
@@ -35,6 +35,9 @@ extension Event {
         case .applied(let p): return "\(p.option) = \(p.value.text) from \(s(p.mediaTime))"
         case .level(let p): return "level at \(s(p.mediaTime)): rms \(p.rms.map { String(format: "%.1f", $0) }.joined(separator: "/")) dBFS"
         case .latency(let p): return String(format: "latency p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d frames)", p.p50, p.p99, p.max, p.count)
+        case .passthrough(let p):
+            return String(format: "passthrough: %d pictures sent as the source's, %d encoded (%d spans; card overstay at most %.2f s)",
+                          p.passed, p.encoded, p.spans, p.maxOverstay)
         case .listening(let p): return "listening on \(p.path)"
         case .producer(let p): return "\(p.message) (session \(p.session))"
         case .dropped(let p): return "dropped \(p.video) video and \(p.audio) audio packets so far"

@@ -42,6 +42,7 @@ public struct Event: Sendable, Codable {
         case applied(Applied)
         case level(Level)
         case latency(Latency)
+        case passthrough(Passthrough)
         case listening(Listening)
         case producer(Producer)
         case dropped(Dropped)
@@ -71,6 +72,7 @@ public struct Event: Sendable, Codable {
             case .applied(let p): p
             case .level(let p): p
             case .latency(let p): p
+            case .passthrough(let p): p
             case .listening(let p): p
             case .producer(let p): p
             case .dropped(let p): p
@@ -104,6 +106,7 @@ public struct Event: Sendable, Codable {
             Applied.eventName: { .applied(try Applied(from: $0)) },
             Level.eventName: { .level(try Level(from: $0)) },
             Latency.eventName: { .latency(try Latency(from: $0)) },
+            Passthrough.eventName: { .passthrough(try Passthrough(from: $0)) },
             Listening.eventName: { .listening(try Listening(from: $0)) },
             Producer.eventName: { .producer(try Producer(from: $0)) },
             Dropped.eventName: { .dropped(try Dropped(from: $0)) },

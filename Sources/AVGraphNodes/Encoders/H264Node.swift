@@ -14,6 +14,7 @@ public final class H264Node: Filter, Node {
     enum Preset: String, CaseIterable, Sendable { case ultrafast, superfast, veryfast, faster, fast, medium, slow, slower, veryslow, placebo }
     enum Keyframes: String, CaseIterable, Sendable { case auto, fixed }
     enum Tune: String, CaseIterable, Sendable { case film, animation, grain, stillimage, fastdecode, zerolatency, psnr, ssim }
+    enum Passthrough: String, CaseIterable, Sendable { case off, auto }
 
     static let bitrate = Setting.bitrate("bitrate", 10_000...200_000_000, default: "2500k", live: true,
         doc: "average bitrate; while running, takes effect from the next frame (ignored when crf is set)")
@@ -36,8 +37,10 @@ public final class H264Node: Filter, Node {
         doc: "auto: a keyframe at least every gop frames and at scene cuts, where x264 likes; fixed: exactly every gop frames' worth of media time from the first picture and nowhere else (scene cuts off), so encoders fed by one source put keyframes at the same timestamps, as an HLS ladder needs")
     static let adaptive = Setting<[String: OptionValue]?>.fields("adaptive", ["min": .bitrate(10_000...200_000_000)],
         doc: "follow the uplink: the bitrate goes down as soon as a live sink (rtmp, srt) this encoder feeds backs up, to what its link carries, and back up in steps to `bitrate` (the ceiling) once every link is clear; a live sink it feeds keeps at most 0.7 s of video queued; never below min (default: a quarter of bitrate). Each change is a bitrate event; `ctl set` of bitrate sets a new ceiling. Not with crf")
+    static let passthrough = Setting.choice("passthrough", default: Passthrough.off,
+        doc: "auto: a picture that reaches this encoder as a network source (rtmp) received it, unchanged, goes out as the source's own H.264 packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the source's size, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (the card stays until then). The output declares both encoders' parameter sets (avcC), so one track holds both. Encoded spans use x264's zerolatency tuning; no B-frames, no fixed keyframes")
     public static let options = [bitrate.spec, adaptive.spec, maxrate.spec, bufsize.spec, gop.spec, keyframes.spec, bframes.spec, profile.spec, preset.spec,
-                                 tune.spec, crf.spec, threads.spec, lookahead.spec]
+                                 tune.spec, crf.spec, threads.spec, lookahead.spec, passthrough.spec]
 
     /// Frames between keyframes: the `gop` option, or 2 seconds' worth at the input's rate.
     static func gopFrames(_ gop: Int?, rate: Rational) -> Int { gop ?? max(1, Int((2 * rate.double).rounded())) }
@@ -47,7 +50,9 @@ public final class H264Node: Filter, Node {
         guard input.width > 0, input.height > 0 else {
             throw NegotiationError("the input carries no video (a file without a video stream?)", hint: "connect a video source")
         }
-        if input.sizeVaries {
+        // Passthrough takes a network source's pictures as they come (their size is the source's
+        // `size`, else they are scaled to it, like a resize, and encoded).
+        if input.sizeVaries && n[Self.passthrough] == .off {
             throw NegotiationError("h264 needs one fixed picture size, but the input's size changes while running",
                                    hint: "put a resize before h264, e.g. {type: resize, size: \(input.width)x\(input.height)}")
         }
@@ -60,6 +65,18 @@ public final class H264Node: Filter, Node {
         }
         if n[Self.profile] == .baseline, case let b = n[Self.bframes], b > 0 {
             throw NegotiationError("the baseline profile has no B-frames; got bframes \(b)", option: "bframes", hint: "set bframes: 0 or profile: main")
+        }
+        if n[Self.passthrough] == .auto {
+            if n[Self.bframes] > 0 {
+                throw NegotiationError("passthrough splices pictures in decode order: no B-frames", option: "bframes", hint: "set bframes: 0")
+            }
+            if n[Self.keyframes] == .fixed {
+                throw NegotiationError("passthrough keeps the source's keyframes: they cannot also be fixed", option: "keyframes", hint: "drop keyframes: fixed or passthrough")
+            }
+            if n[Self.tune] != nil || n[Self.lookahead] != nil {
+                throw NegotiationError("passthrough encodes with x264's zerolatency tuning, so that each picture's packet comes out before the next source packet",
+                                       option: n[Self.tune] != nil ? "tune" : "lookahead", hint: "drop it")
+            }
         }
         if n[Self.crf] == 0 {
             // x264 encodes lossless only in High 4:4:4 Predictive; none of our profiles: it would fail as the encoder opens.
@@ -94,8 +111,14 @@ public final class H264Node: Filter, Node {
         return [f]
     }
 
-    private let encoder: VideoEncoder
-    private let stream: EncodedStream
+    private var encoder: VideoEncoder
+    private var stream: EncodedStream
+    private let setup: NodeSetup
+    /// `passthrough: auto`: which pictures go out as the source's packets (nil: off).
+    private var splice: PassthroughSplice?
+    private var spliceDecided = false
+    /// Passthrough into the source's avcC: our packets framed with NAL lengths of this size.
+    private var nalLengthSize: Int?
     private let timeBase: Rational
     private var converter: PictureConverter?
     private let crfMode: Bool
@@ -159,21 +182,53 @@ public final class H264Node: Filter, Node {
         timeBase = input.frameRate.inverse
         width = Int32(input.width)
         height = Int32(input.height)
-        encoder = try VideoEncoder(codecName: "libx264")
-        let ctx = encoder.context
-        ctx.pointee.width = width
-        ctx.pointee.height = height
         // x264 takes both 4:2:0 layouts as they are (NV12 is even its own internal layout); others go through swscale.
         pictureFormat = input.pixelFormat == "nv12" ? AV_PIX_FMT_NV12 : AV_PIX_FMT_YUV420P
-        ctx.pointee.pix_fmt = pictureFormat
-        ctx.pointee.time_base = timeBase.av
+        fixedGop = setup[Self.keyframes] == .fixed ? Int64(Self.gopFrames(setup[Self.gop], rate: input.frameRate)) : nil
+        crfMode = setup[Self.crf] != nil
+        derivedMaxrate = setup[Self.maxrate] == nil && !crfMode
+        derivedBufsize = setup[Self.bufsize] == nil
+        if let options = setup[Self.adaptive] {
+            let bitrate = setup[Self.bitrate]
+            var floor = bitrate / 4
+            if case .int(let given)? = options["min"] { floor = given }
+            adaptive = AdaptiveBitrate(ceiling: bitrate, floor: floor)
+            uplink = UplinkFeedback()
+        } else {
+            uplink = nil
+        }
+        self.setup = setup
+        if setup[Self.passthrough] == .auto {
+            splice = PassthroughSplice()
+            encoder = try Self.openEncoder(setup, parameterSetID: Self.ourParameterSetID)
+        } else {
+            encoder = try Self.openEncoder(setup, parameterSetID: nil)
+        }
+        stream = EncodedStream(copying: encoder.context, kind: .encodedVideo, uplink: uplink)
+    }
+
+    /// Passthrough: the id our SPS and PPS take, beside a phone's (which number theirs 0); taken
+    /// by the source's too, the encoder is opened again with a free one.
+    static let ourParameterSetID = 1
+
+    /// libx264 configured from the node's options. `parameterSetID`: passthrough's encoder, which
+    /// numbers its parameter sets apart from the source's, makes every forced keyframe an IDR
+    /// and puts each picture out before the next comes in (zerolatency: a splice is in order).
+    private static func openEncoder(_ setup: NodeSetup, parameterSetID: Int?) throws -> VideoEncoder {
+        let input = setup.inputs[0].format
+        let encoder = try VideoEncoder(codecName: "libx264")
+        let ctx = encoder.context
+        ctx.pointee.width = Int32(input.width)
+        ctx.pointee.height = Int32(input.height)
+        ctx.pointee.pix_fmt = input.pixelFormat == "nv12" ? AV_PIX_FMT_NV12 : AV_PIX_FMT_YUV420P
+        ctx.pointee.time_base = input.frameRate.inverse.av
         ctx.pointee.framerate = input.frameRate.av
         ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
         let gop = Self.gopFrames(setup[Self.gop], rate: input.frameRate)
-        fixedGop = setup[Self.keyframes] == .fixed ? Int64(gop) : nil
+        let fixed = setup[Self.keyframes] == .fixed
         // Fixed keyframes are forced by timestamp (receive), so x264 must place none of its own:
         // counting frames would drift from the other renditions after a dropped picture.
-        ctx.pointee.gop_size = Int32(fixedGop == nil ? gop : 3000)
+        ctx.pointee.gop_size = Int32(fixed ? 3000 : gop)
         ctx.pointee.max_b_frames = Int32(setup[Self.bframes])
         ctx.pointee.color_primaries = AVCOL_PRI_BT709
         ctx.pointee.color_trc = AVCOL_TRC_BT709
@@ -186,40 +241,35 @@ public final class H264Node: Filter, Node {
             : Self.fittedThreads(width: input.width, height: input.height, rate: input.frameRate.double, realtime: setup.realtime))
 
         var priv = ["preset": setup[Self.preset].rawValue, "profile": setup[Self.profile].rawValue]
-        switch Self.liveTuning(tune: setup[Self.tune], lookahead: setup[Self.lookahead], realtime: setup.realtime) {
-        case .zerolatency: priv["tune"] = Tune.zerolatency.rawValue
-        case .lookahead(let l, let sync):
-            if let tune = setup[Self.tune] { priv["tune"] = tune.rawValue }
-            if let l { priv["rc-lookahead"] = String(l) }
-            if !sync { priv["x264-params"] = "sync-lookahead=0" }
-        }
-        if fixedGop != nil {
-            priv["x264-params"] = (priv["x264-params"].map { $0 + ":" } ?? "") + "scenecut=0:keyint=infinite"
-        }
-        crfMode = setup[Self.crf] != nil
-        derivedMaxrate = setup[Self.maxrate] == nil && !crfMode
-        derivedBufsize = setup[Self.bufsize] == nil
-        let bitrate = setup[Self.bitrate]
-        if let options = setup[Self.adaptive] {
-            var floor = bitrate / 4
-            if case .int(let given)? = options["min"] { floor = given }
-            adaptive = AdaptiveBitrate(ceiling: bitrate, floor: floor)
-            uplink = UplinkFeedback()
+        var params: [String] = []
+        if let parameterSetID {
+            priv["tune"] = Tune.zerolatency.rawValue
+            priv["forced-idr"] = "1"
+            params.append("sps-id=\(parameterSetID)")
         } else {
-            uplink = nil
+            switch Self.liveTuning(tune: setup[Self.tune], lookahead: setup[Self.lookahead], realtime: setup.realtime) {
+            case .zerolatency: priv["tune"] = Tune.zerolatency.rawValue
+            case .lookahead(let l, let sync):
+                if let tune = setup[Self.tune] { priv["tune"] = tune.rawValue }
+                if let l { priv["rc-lookahead"] = String(l) }
+                if !sync { params.append("sync-lookahead=0") }
+            }
         }
+        if fixed { params.append("scenecut=0:keyint=infinite") }
+        if !params.isEmpty { priv["x264-params"] = params.joined(separator: ":") }
+        let bitrate = setup[Self.bitrate]
         if let crf = setup[Self.crf] {
             priv["crf"] = String(crf)
         } else {
             ctx.pointee.bit_rate = Int64(bitrate)
         }
-        let maxrate = setup[Self.maxrate] ?? (crfMode ? 0 : bitrate)
+        let maxrate = setup[Self.maxrate] ?? (setup[Self.crf] != nil ? 0 : bitrate)
         if maxrate > 0 {
             ctx.pointee.rc_max_rate = Int64(maxrate)
-            ctx.pointee.rc_buffer_size = Int32(clamping: setup[Self.bufsize] ?? (uplink == nil ? 2 : 1) * maxrate)
+            ctx.pointee.rc_buffer_size = Int32(clamping: setup[Self.bufsize] ?? (setup[Self.adaptive] == nil ? 2 : 1) * maxrate)
         }
         try encoder.open(options: priv)
-        stream = EncodedStream(copying: ctx, kind: .encodedVideo, uplink: uplink)
+        return encoder
     }
 
     override public func set(option: String, to value: OptionValue) throws {
@@ -259,26 +309,76 @@ public final class H264Node: Filter, Node {
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
-        let needsConversion = frame.av.pointee.format != pictureFormat.rawValue
-            || frame.av.pointee.width != width || frame.av.pointee.height != height
-            || frame.av.pointee.color_range == AVCOL_RANGE_JPEG
-        let picture: Frame
-        if needsConversion {
-            if converter == nil { converter = try PictureConverter(width: Int(width), height: Int(height), format: pictureFormat) }
-            picture = Frame(owning: try converter!.convert(frame.av), timeBase: frame.timeBase)
-        } else {
-            picture = frame
-        }
         var pts = frame.pts == avg_nopts() ? lastPts + 1 : Rational.rescale(frame.pts, from: frame.timeBase, to: timeBase)
         // x264 refuses a timestamp that does not move forward; a jittery source can round onto the last one.
         if lastPts != Int64.min && pts <= lastPts { pts = lastPts + 1 }
         lastPts = pts
+        var shown = frame
+        var restart = false
+        if splice != nil {
+            if !spliceDecided { try decideSplice(frame, out) }
+            let step = splice!.step(frame)
+            out.report("passed_through", Double(splice!.forwarded))
+            out.report("encoded", Double(splice!.encoded))
+            switch step {
+            case .forward(let source):
+                out.emit(source.packet.restamped(pts: pts, stream: stream))
+                return
+            case .encode(let picture, let idr):
+                shown = picture
+                restart = idr
+            }
+        }
+        let picture: Frame
+        if shown.av.pointee.format != pictureFormat.rawValue || shown.av.pointee.width != width || shown.av.pointee.height != height
+            || shown.av.pointee.color_range == AVCOL_RANGE_JPEG {
+            if converter == nil { converter = try PictureConverter(width: Int(width), height: Int(height), format: pictureFormat) }
+            picture = Frame(owning: try converter!.convert(shown.av), timeBase: frame.timeBase)
+        } else {
+            // A picture shown again (a card held on) goes in under its own header.
+            picture = shown === frame ? frame : shown.ref()
+        }
         picture.av.pointee.pts = pts
-        picture.av.pointee.pict_type = forcesKeyframe(at: pts) ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+        picture.av.pointee.pict_type = forcesKeyframe(at: pts) || restart ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         if out.realtime, let t = frame.emittedAt { emittedAt[pts] = t }
         adapt(out)
         try encoder.send(picture.av)
         try drain(out)
+    }
+
+    /// Passthrough, at the first picture: when it is a network source's H.264 picture of this
+    /// size, the output declares the source's parameter sets and ours side by side (ours
+    /// renumbered if the source took our id), so either encoder's pictures decode in one track.
+    /// Otherwise every picture is encoded, and the warning says why.
+    private func decideSplice(_ frame: Frame, _ out: Outlet) throws {
+        spliceDecided = true
+        func refuse(_ why: String) {
+            out.warning("passthrough: \(why); every picture is encoded")
+        }
+        guard let source = frame.source else {
+            return refuse("the first picture is not a network source's own (a card, a turned or resized picture, or not from rtmp)")
+        }
+        guard source.codec == "h264", let theirs = AvcConfiguration(source.configuration.bytes) else {
+            return refuse("the source sends \(source.codec), not H.264 with an avcC record")
+        }
+        guard frame.width == Int(width), frame.height == Int(height) else {
+            return refuse("the source's pictures are \(frame.width)x\(frame.height), this encoder's \(width)x\(height)")
+        }
+        guard var ours = AvcConfiguration(annexB: stream.extradata) else { return refuse("x264 gave no parameter sets") }
+        if !theirs.sequenceIDs.isDisjoint(with: ours.sequenceIDs) || !theirs.pictureIDs.isDisjoint(with: ours.pictureIDs) {
+            guard let id = theirs.freeID() else { return refuse("the source takes every parameter set id") }
+            encoder = try Self.openEncoder(setup, parameterSetID: id)
+            stream = EncodedStream(copying: encoder.context, kind: .encodedVideo, uplink: uplink)
+            guard let renumbered = AvcConfiguration(annexB: stream.extradata) else { return refuse("x264 gave no parameter sets") }
+            ours = renumbered
+        }
+        guard let merged = theirs.merged(with: ours) else {
+            return refuse("the source's avcC (NAL length \(theirs.lengthSize) bytes) cannot hold x264's (NAL length 4 bytes, ids \(ours.sequenceIDs.sorted())) beside it")
+        }
+        stream = try stream.replacingExtradata(merged.bytes)
+        splice!.configuration = source.configuration
+        // The muxers take an avcC stream's packets as they are: ours must be framed like the source's.
+        nalLengthSize = theirs.lengthSize
     }
 
     /// `keyframes: fixed`: the first picture at or after each multiple of the GOP from the first one.
@@ -294,6 +394,10 @@ public final class H264Node: Filter, Node {
         try encoder.send(nil)
         try drain(out)
         reportLatency(out)
+        if let splice {
+            out.event(.passthrough(.init(passed: splice.forwarded, encoded: splice.encoded, spans: splice.spans,
+                                         maxOverstay: (splice.maxOverstay * 1000).rounded() / 1000)))
+        }
     }
 
     /// Source emission to encoded packet, over the run: the figure a live viewer's delay starts from.
@@ -323,7 +427,12 @@ public final class H264Node: Filter, Node {
             // One frame per tick of the time base: muxers use it for the last frame's length.
             if packet.pointee.duration <= 0 { packet.pointee.duration = 1 }
             if let t = emittedAt.removeValue(forKey: packet.pointee.pts) { record(latency: out.clock - t) }
-            out.emit(Packet(owning: packet, stream: stream))
+            let encoded = Packet(owning: packet, stream: stream)
+            if let nalLengthSize {
+                out.emit(try encoded.replacingData(AvcConfiguration.lengthPrefixed(annexB: encoded.bytes, lengthSize: nalLengthSize)))
+            } else {
+                out.emit(encoded)
+            }
         }
     }
 }

@@ -1,0 +1,202 @@
+import AVGraphTesting
+import Foundation
+import XCTest
+
+/// `h264 passthrough: auto` (issue 41): a phone's own H.264 packets recorded as they came, the
+/// privacy card encoded by us and spliced in where the phone's in-band switch put it.
+final class PassthroughTests: XCTestCase {
+    /// The publisher's clip: 720x1280 H.264 at 30 fps, a keyframe every 2 s (as a phone's app
+    /// sends), AAC; 30 s.
+    static let seconds = 30
+    static let gop = 60
+
+    static func phoneClip(_ path: String, seconds: Int = seconds) throws {
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=720x1280:r=30:d=\(seconds)",
+                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=\(seconds)", "-c:v", "libx264", "-preset", "ultrafast",
+                           "-profile:v", "main", "-g", "\(gop)", "-keyint_min", "\(gop)", "-sc_threshold", "0", "-bf", "0",
+                           "-b:v", "2500k", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", path])
+    }
+
+    /// One line per video packet of `path`, copied as stored (no decoding): its MD5.
+    static func packetHashes(_ path: String) throws -> [String] {
+        let out = try CLI.shell(["ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-c", "copy", "-f", "framemd5", "-"])
+        return out.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
+            line.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+    }
+
+    static func keyframeIndices(_ path: String) throws -> [Int] {
+        let out = try CLI.shell(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=flags", "-of", "csv=p=0", path])
+        return out.split(separator: "\n").enumerated().filter { $0.element.hasPrefix("K") }.map(\.offset)
+    }
+
+    static func meanDistance(_ a: [UInt8], _ b: [UInt8]) -> Double {
+        Double(zip(a, b).reduce(0) { $0 + abs(Int($1.0) - Int($1.1)) }) / Double(max(a.count, 1))
+    }
+
+    func testPhoneStreamRecordedAsSentWithTheCardSplicedInFrameExact() throws {
+        let dir = CLI.scratch()
+        let flv = dir + "/phone.flv"
+        try Self.phoneClip(flv)
+        let port = try LoopbackPort.free()
+        let assets = CLI.packageRoot + "/assets"
+        CLI.write("""
+        pipeline: passthrough
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
+          audio:   {type: aac, in: src.audio}
+          out:     {type: file, in: [video, audio], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        var env = ProcessInfo.processInfo.environment
+        env["AVGRAPH_KEYS"] = nil
+        let run = try BackgroundRun(["run", dir + "/p.pipe", "--events", "json"], cwd: dir, environment: env)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        // Three switches, each on mid-GOP and off mid-GOP: (on, off) in pictures at 30 fps.
+        let switches = [(150, 285), (399, 459), (630, 726)]
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"]
+            + switches.flatMap { ["--privacy", "\($0.0 * 100 / 3)ms:\(($0.1 - $0.0) * 100 / 3)ms"] }, timeout: 60)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let recording = dir + "/out.mp4"
+        // The encoder's account: 900 pictures, those of the three spans encoded.
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
+        XCTAssertEqual(account["node"] as? String, "video")
+        XCTAssertEqual(account["encoded"] as? Int, (300 - 150) + (480 - 399) + (780 - 630))
+        XCTAssertEqual(account["passed"] as? Int, 900 - (account["encoded"] as? Int ?? 0))
+        XCTAssertEqual(account["spans"] as? Int, 3)
+        XCTAssertEqual(account["max_overstay"] as? Double ?? 0, 1.8, accuracy: 0.04)
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's stream")
+
+        let expected = try assertSpliced(recording, source: flv, switches: switches, pictures: Self.seconds * 30)
+
+        // Pictures: every one in a span is the card; every other decodes as the publisher's.
+        let size = (w: 90, h: 160)
+        let shown = try HlsWitness.grayPictures(recording, width: size.w, height: size.h)
+        let original = try HlsWitness.grayPictures(flv, width: size.w, height: size.h)
+        // The card as the privacy node fits it (inside the picture, black bars), drawn by ffmpeg.
+        let fitted = try CLI.capture(["ffmpeg", "-v", "error", "-i", assets + "/privacy.png", "-vf",
+                                      "scale=720:1280:force_original_aspect_ratio=decrease,pad=720:1280:(ow-iw)/2:(oh-ih)/2,scale=\(size.w):\(size.h)",
+                                      "-pix_fmt", "gray", "-f", "rawvideo", "-"])
+        let card = [UInt8](fitted)
+        XCTAssertEqual(shown.count, original.count)
+        let inSpan = { (k: Int) in expected.contains { k >= $0.0 && k < $0.1 } }
+        var worstCard = 0.0, worstSource = 0.0
+        for k in 0..<min(shown.count, original.count) {
+            if inSpan(k) {
+                worstCard = max(worstCard, Self.meanDistance(shown[k], shown[expected[0].0]))
+                XCTAssertGreaterThan(Self.meanDistance(shown[k], original[k]), 8, "picture \(k) is hidden")
+            } else {
+                worstSource = max(worstSource, Self.meanDistance(shown[k], original[k]))
+            }
+        }
+        XCTAssertLessThan(worstCard, 2, "every picture in a span is the same card")
+        XCTAssertLessThan(Self.meanDistance(shown[expected[0].0], card), 6, "and it is the privacy card")
+        XCTAssertEqual(worstSource, 0, "the publisher's pictures decode exactly as sent")
+
+        try assertPlaysEverywhere(recording, pictures: Self.seconds * 30)
+        // Duration and sync as the source's.
+        let a = try CLI.probe(flv), b = try CLI.probe(recording)
+        let sourceDuration = Double((a["format"] as? [String: Any])?["duration"] as? String ?? "") ?? 0
+        let recordedDuration = Double((b["format"] as? [String: Any])?["duration"] as? String ?? "") ?? 0
+        XCTAssertEqual(recordedDuration, sourceDuration, accuracy: 0.1)
+        func startGap(_ probe: [String: Any]) -> Double {
+            let streams = probe["streams"] as? [[String: Any]] ?? []
+            func start(_ type: String) -> Double { Double(streams.first { $0["codec_type"] as? String == type }?["start_time"] as? String ?? "") ?? .nan }
+            return start("audio") - start("video")
+        }
+        XCTAssertEqual(startGap(b), startGap(a), accuracy: 0.05, "audio against video as the publisher sent them")
+    }
+
+    /// The same splice pushed over RTMP into nginx-rtmp: one sequence header holds both
+    /// encoders' parameter sets, so what nginx records is the publisher's packets with our card
+    /// spans between, and players decode across every splice.
+    func testPushedToNginxRtmpThePlayersDecodeAcrossEverySplice() throws {
+        try XCTSkipUnless(NginxRtmp.isAvailable, "nginx with libnginx-mod-rtmp is not installed (scripts/setup installs it)")
+        let dir = CLI.scratch()
+        let flv = dir + "/phone.flv"
+        let seconds = 16
+        try Self.phoneClip(flv, seconds: seconds)
+        let nginx = try NginxRtmp()
+        let port = try LoopbackPort.free()
+        let assets = CLI.packageRoot + "/assets"
+        CLI.write("""
+        pipeline: passthrough-push
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
+          audio:   {type: aac, in: src.audio}
+          live:    {type: rtmp, in: [video, audio], url: "\(nginx.url("spliced"))"}
+        """, to: dir + "/p.pipe")
+        var env = ProcessInfo.processInfo.environment
+        env["AVGRAPH_KEYS"] = nil
+        let run = try BackgroundRun(["run", dir + "/p.pipe", "--events", "json"], cwd: dir, environment: env)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        let switches = [(90, 200), (260, 330)]
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"]
+            + switches.flatMap { ["--privacy", "\($0.0 * 100 / 3)ms:\(($0.1 - $0.0) * 100 / 3)ms"] }, timeout: 60)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let recorded = try XCTUnwrap(nginx.sessions.last, "nginx recorded nothing")
+        try assertSpliced(recorded, source: flv, switches: switches, pictures: seconds * 30)
+        try assertPlaysEverywhere(recorded, pictures: seconds * 30, browser: false)
+    }
+
+    /// Packets: the recording's picture k is the publisher's picture k; every picture outside
+    /// the card spans is the publisher's packet, byte for byte, and the spans run from each
+    /// switch on to the publisher's first keyframe after it went off. Returns the spans.
+    @discardableResult
+    func assertSpliced(_ recording: String, source flv: String, switches: [(Int, Int)], pictures: Int,
+                       file: StaticString = #filePath, line: UInt = #line) throws -> [(Int, Int)] {
+        let sent = try Self.packetHashes(flv), recorded = try Self.packetHashes(recording)
+        XCTAssertEqual(sent.count, pictures, file: file, line: line)
+        XCTAssertEqual(recorded.count, sent.count, "every picture recorded, none repeated", file: file, line: line)
+        let sourceKeys = try Self.keyframeIndices(flv)
+        let expected = switches.map { on, off in (on, sourceKeys.first { $0 >= off } ?? pictures) }
+        var ours: [(Int, Int)] = []
+        for k in 0..<min(sent.count, recorded.count) where recorded[k] != sent[k] {
+            if let last = ours.last, last.1 == k { ours[ours.count - 1].1 = k + 1 } else { ours.append((k, k + 1)) }
+        }
+        XCTAssertEqual(ours.map { "\($0.0)..<\($0.1)" }, expected.map { "\($0.0)..<\($0.1)" },
+                       "encoded spans: from each switch on to the source's first keyframe after it went off", file: file, line: line)
+        for (span, (on, off)) in zip(expected, switches) {
+            print("passthrough: card on at picture \(on), off at \(off), source keyframe at \(span.1): overstay \(Double(span.1 - off) / 30) s")
+        }
+        let recordedKeys = Set(try Self.keyframeIndices(recording))
+        for span in expected { XCTAssertTrue(recordedKeys.contains(span.0), "our span at \(span.0) starts with a keyframe", file: file, line: line) }
+        return expected
+    }
+
+    /// ffmpeg decodes it with no error at all, GStreamer's decodebin3 plays it through, and
+    /// Chromium's <video> plays it to the end with every picture decoded.
+    func assertPlaysEverywhere(_ path: String, pictures: Int, browser: Bool = true, file: StaticString = #filePath, line: UInt = #line) throws {
+        let ffmpeg = try Tool.run(["ffmpeg", "-v", "error", "-xerror", "-i", path, "-f", "null", "-"])
+        XCTAssertEqual(ffmpeg.status, 0, ffmpeg.stderr, file: file, line: line)
+        XCTAssertEqual(ffmpeg.stderr.trimmingCharacters(in: .whitespacesAndNewlines), "", "ffmpeg decodes without an error", file: file, line: line)
+        let gst = try Tool.run(["gst-launch-1.0", "-q", "playbin3", "uri=file://" + path, "video-sink=fakesink sync=false",
+                                "audio-sink=fakesink sync=false"], timeout: 60)
+        XCTAssertEqual(gst.status, 0, gst.stdout + gst.stderr, file: file, line: line)
+        XCTAssertFalse((gst.stdout + gst.stderr).contains("ERROR"), gst.stdout + gst.stderr, file: file, line: line)
+        guard browser else { return }
+        let page = (path as NSString).deletingLastPathComponent + "/play.html"
+        try "<video id=v muted src=\"\((path as NSString).lastPathComponent)\"></video>".write(toFile: page, atomically: true, encoding: .utf8)
+        let seen = try XCTUnwrap(PythonWitness.run(OperatorPageTests.chromium + #"""
+d.get("file://" + sys.argv[1])
+d.execute_script("const v = document.getElementById('v'); window.done = null; v.onended = () => window.done = 'ended'; v.onerror = () => window.done = 'error ' + v.error.code; v.playbackRate = 8; v.play();")
+state = until(lambda: d.execute_script("return window.done"), 30)
+v = d.execute_script("const v = document.getElementById('v'); const q = v.getVideoPlaybackQuality(); return {time: v.currentTime, duration: v.duration, decoded: v.webkitDecodedFrameCount, total: q.totalVideoFrames, error: v.error && v.error.code};")
+v["state"] = state
+print(json.dumps(v))
+d.quit()
+"""#, [page]) as? [String: Any], file: file, line: line)
+        print("chromium <video>: \(seen)")
+        XCTAssertEqual(seen["state"] as? String, "ended", "\(seen)", file: file, line: line)
+        XCTAssertTrue(seen["error"] is NSNull || seen["error"] == nil, "\(seen)", file: file, line: line)
+        XCTAssertGreaterThanOrEqual(seen["decoded"] as? Int ?? 0, pictures - 2, "\(seen)", file: file, line: line)
+    }
+}
