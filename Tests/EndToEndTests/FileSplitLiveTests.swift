@@ -131,3 +131,38 @@ final class FileSplitLiveTests: XCTestCase {
         }
     }
 }
+
+extension RecordingSafetyTests {
+    /// split 2s onto a 3 MB disk at 2.5 Mbit/s: the disk fills in a later part. The parts before
+    /// it were finalized (`recording` with `finalized: true`, regular MP4s of 2 s that decode
+    /// cleanly); what the disk cut short stays as recorded (it decodes cleanly) and is announced
+    /// with `finalized: false`; exit 1 saying the disk is full.
+    func testSplitDiskFullLeavesFinalizedPartsAndSaysTheLastIsNot() throws {
+        let disk = try smallDisk(megabytes: 3)
+        let dir = CLI.scratch()
+        let pipe = try Self.livePipe(in: dir, name: "splitfull")
+        let r = try CLI.run(["run", pipe, "--duration", "30s", "--events", "json", "--set", "out.path=\(disk)/live.mp4",
+                             "--set", "out.split=2s"])
+        XCTAssertEqual(r.status, 1, r.stderr)
+        XCTAssertTrue(r.stderr.contains("the disk is full"), r.stderr)
+        let recordings = r.stdout.split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { $0["event"] as? String == "recording" }
+        let finalized = recordings.compactMap { $0["finalized"] as? Bool }
+        XCTAssertGreaterThanOrEqual(finalized.count, 2, "\(recordings)")
+        // The disk fills while a part is written or while its regular copy is made; in the second
+        // case the part just opened after it is left too. Either way: finalized ones, then not.
+        let left = finalized.drop { $0 }
+        XCTAssertTrue((1...2).contains(left.count) && !left.contains(true), "\(recordings)")
+        for e in recordings {
+            let path = try XCTUnwrap(e["path"] as? String)
+            XCTAssertEqual(try Self.decodeErrors(path), "", path)
+            if e["finalized"] as? Bool == true {
+                XCTAssertFalse(CLI.topLevelBoxes(path).contains("moof"), "\(path) is a regular MP4")
+                let held = try Self.decodedSeconds(path)
+                XCTAssertEqual(held.video, 2, accuracy: 0.05, path)
+                XCTAssertEqual(held.audio, 2, accuracy: 0.05, "\(path): its own audio, however far the audio encoder ran ahead")
+            }
+        }
+    }
+}

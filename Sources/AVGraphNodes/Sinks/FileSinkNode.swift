@@ -105,6 +105,8 @@ public final class FileSinkNode: Sink, Node {
     private var done = false
     private let inputNames: [String]
     private let uploads: PartUploads?
+    /// Where `abort` (which gets none) says what a failed run left.
+    private var outlet: Outlet?
 
     // split
     private let splitMicroseconds: Int64?
@@ -154,6 +156,7 @@ public final class FileSinkNode: Sink, Node {
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let packet = buffer.packet else { return }
+        outlet = out
         try uploads?.checkFailure()
         if file.headerWritten {
             try route(packet, input: input, out)
@@ -173,6 +176,10 @@ public final class FileSinkNode: Sink, Node {
 
     /// About 10 s of 30 fps video with its audio.
     static let maxPending = 1000
+    /// Audio packets held for a keyframe: ~7 min of AAC (~10 MB). An offline run's audio branch
+    /// runs ahead of a slow video encoder by as much as its queues allow: the parts must not
+    /// depend on that, only a video that stops for minutes may put its audio in the wrong part.
+    static let maxHeld = 20_000
 
     override public func inputEnded(_ input: Int, _ out: Outlet) throws {
         ended[input] = true
@@ -228,7 +235,7 @@ public final class FileSinkNode: Sink, Node {
                 }
             } else if time >= nextCut {
                 held.append((input, packet))
-                if held.count > Self.maxPending {
+                if held.count > Self.maxHeld {
                     // A video that stalls must not hold the audio (and memory) forever: it stays in this part.
                     let oldest = held.removeFirst()
                     try file.write(oldest.packet, input: oldest.input)
@@ -328,8 +335,11 @@ public final class FileSinkNode: Sink, Node {
             return file.close()
         }
         done = true
-        earlier?.abandon()
-        file.abandon()
+        for left in [earlier, file].compactMap({ $0 }) {
+            left.abandon()
+            // What the failed run leaves is still a recording (it plays up to its last fragment): said, not finalized.
+            if let outlet, FileManager.default.fileExists(atPath: left.path) { announce(left, finalized: false, outlet) }
+        }
     }
 }
 
