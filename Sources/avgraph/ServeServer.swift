@@ -15,6 +15,8 @@ final class ServeServer: Sendable {
     let hooks: ServeHooks?
     /// File sinks' paths with their placeholders, by node.
     let sinkPaths: [String: String]
+    /// Each run serves its operator page on loopback (for `--http`'s index).
+    let pages: Bool
     private let executable: URL
     private let state = Mutex(State())
     private let done = DispatchSemaphore(value: 0)
@@ -29,7 +31,8 @@ final class ServeServer: Sendable {
         var listenersDone = 0
     }
 
-    init(template: String, doors: [PublisherDoor], auth: URL?, hooks: ServeHooks?, sinkPaths: [String: String]) {
+    init(template: String, doors: [PublisherDoor], auth: URL?, hooks: ServeHooks?, sinkPaths: [String: String], pages: Bool) {
+        self.pages = pages
         self.template = template
         self.doors = doors
         self.auth = auth
@@ -136,6 +139,7 @@ final class ServeServer: Sendable {
         var arguments = ["run", template, "--name", id, "--events", "json"]
         for name in TemplatePlaceholders.names { arguments += ["--placeholder", "\(name)=\(values[name]!)"] }
         for s in overrides { arguments += ["--set", s] }
+        if pages { arguments += ["--http", "127.0.0.1:0"] }
         let identity = ServeSession.Identity(id: id, key: arrival.key, app: arrival.app, scheme: arrival.scheme, peer: arrival.peer)
         let paths = sinkPaths.mapValues { TemplatePlaceholders.fill($0, values) }
         let session: ServeSession
@@ -156,6 +160,14 @@ final class ServeServer: Sendable {
         Terminal.err("avgraph serve: \(arrival.peer) (\(arrival.scheme)): session \(id) (run pid \(session.pid))")
         _ = session.attach(arrival)
         if stopping { session.signal(SIGTERM) }
+    }
+
+    /// The sessions whose run is alive, oldest first.
+    func liveSessions() -> [ServeIndex.Entry] {
+        state.withLock { Array($0.sessions.values) }.sorted { $0.started < $1.started }.map { s in
+            ServeIndex.Entry(session: s.identity.id, key: s.identity.key, app: s.identity.app, peer: s.identity.peer,
+                             protocol: s.identity.scheme, publishing: s.hasPublisher, page: s.page)
+        }
     }
 
     private func ended(_ session: ServeSession) {
