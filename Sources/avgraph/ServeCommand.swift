@@ -53,6 +53,10 @@ struct ServeCommand: ParsableCommand {
                                             valueName: "address"))
     var http: String?
 
+    @Option(name: .customLong("set"), help: ArgumentHelp("Override an option of every run: NODE.OPTION=VALUE (repeatable; the placeholders stand in VALUE too; the backend's set wins).",
+                                                        valueName: "node.option=value"))
+    var sets: [String] = []
+
     func validate() throws {
         if listen.isEmpty { throw ValidationError("serve needs at least one --listen URL, like --listen rtmp://0.0.0.0:1935") }
         let choices = [keysFile != nil, auth != nil, open].filter { $0 }.count
@@ -67,6 +71,7 @@ struct ServeCommand: ParsableCommand {
         }
         if (hooks == nil) != (hooksSecret == nil) { throw ValidationError("--hooks and --hooks-secret go together: every hook is signed") }
         if hooks == nil && hooksQueue != nil { throw ValidationError("--hooks-queue goes with --hooks") }
+        _ = try parseOverrides(sets)
         if let http, HTTPAddress(http)?.isLoopback != true {
             throw ValidationError("--http takes a loopback HOST:PORT like 127.0.0.1:8080 (the pages it links to are loopback pages), got '\(http)'")
         }
@@ -95,7 +100,7 @@ struct ServeCommand: ParsableCommand {
             throw ExitCode(1)
         }
         let server = ServeServer(template: template, doors: doors, auth: auth.flatMap(URL.init(string:)), hooks: hookQueue, sinkPaths: sinkPaths,
-                                 pages: http != nil)
+                                 pages: http != nil, sets: sets)
         var index: HTTPServer?
         defer { index?.close() }
         if let http, let address = HTTPAddress(http) {
@@ -123,7 +128,7 @@ struct ServeCommand: ParsableCommand {
         }
         let standIns = Dictionary(uniqueKeysWithValues: TemplatePlaceholders.names.map { ($0, "__avgraph_\($0)__") })
         let filled = TemplatePlaceholders.fill(text, standIns)
-        let checked = Checker(registry: makeRegistry()).check(contents: Data(filled.utf8), path: template)
+        let checked = Checker(registry: makeRegistry(), overrides: try parseOverrides(sets)).check(contents: Data(filled.utf8), path: template)
         var printer = DiagnosticPrinter()
         for d in checked.diagnostics { Terminal.err(printer.render(d, path: template)) }
         guard checked.isValid else {

@@ -55,10 +55,10 @@ enum ServeIndex {
 
     private static func page(_ entries: [Entry]) -> String {
         let rows = entries.map { e -> String in
-            let id = escape(e.session), name = escape(e.app.isEmpty ? e.key : e.app + "/" + e.key)
+            let id = escape(e.session), name = escape(e.app.isEmpty ? e.key : e.app + "/" + e.key), key = escape(e.key)
             let state = e.publishing ? "" : " (waiting for its publisher)"
-            guard let page = e.page else { return "<li class=\"stream\" data-name=\"\(id)\"><span>\(name)</span> (starting)</li>" }
-            return "<li class=\"stream\" data-name=\"\(id)\"><a href=\"\(escape(page))\"><img src=\"/preview/\(id).jpg\" alt=\"\(name)\">"
+            guard let page = e.page else { return "<li class=\"stream\" data-name=\"\(key)\" data-session=\"\(id)\"><span>\(name)</span> (starting)</li>" }
+            return "<li class=\"stream\" data-name=\"\(key)\" data-session=\"\(id)\"><a href=\"\(escape(page))\"><img src=\"/preview/\(id).jpg\" alt=\"\(name)\">"
                 + "<span>\(name) · \(escape(e.protocol)) · \(id)\(state)</span></a></li>"
         }
         return "<!doctype html><html lang=en><head><meta charset=utf-8><title>avgraph serve</title>"
