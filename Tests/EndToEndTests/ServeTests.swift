@@ -213,6 +213,39 @@ final class ServeTests: XCTestCase {
         }
     }
 
+    /// A phone app's `onPrivacy` switches (scripts/rtmp-publish) reach its run through serve's
+    /// relay: the recording shows the named card on exactly the pictures from each switch on.
+    func testOnPrivacyThroughServeCoversExactlyItsPictures() throws {
+        let dir = CLI.scratch("serve-privacy")
+        let flv = dir + "/phone.flv"
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=720x1280:r=30:d=6",
+                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=6", "-c:v", "libx264", "-preset", "ultrafast", "-g", "30",
+                           "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", flv])
+        let assets = CLI.packageRoot + "/assets"
+        CLI.write("""
+            pipeline: served-privacy
+            nodes:
+              src:     {type: publisher, idle: 1s}
+              upright: {type: orient, in: src.video}
+              fit:     {type: resize, in: upright, size: 640x360, mode: fit}
+              privacy: {type: privacy, in: fit, image: \(assets)/privacy.png, cards: {typing: \(assets)/typing.png}}
+              video:   {type: h264, in: privacy, preset: ultrafast, queue: {size: 60}}
+              out:     {type: file, in: [video], path: "out-{key}.mp4"}
+            """, to: dir + "/p.pipe")
+        let (runtime, environment) = try CLI.privateRuntime()
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        let port = try LoopbackPort.free()
+        let serve = try Self.startServe([dir + "/p.pipe", "--listen", "rtmp://127.0.0.1:\(port)", "--open"], dir: dir, environment: environment, in: self)
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone",
+                                    "--privacy", "2s:2s:typing", "--privacy", "4500ms:1s"])
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        let end = Date().addingTimeInterval(20)
+        while Date() < end && !Self.runs(of: serve.process.processIdentifier).isEmpty { usleep(100_000) }
+        kill(serve.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(serve.waitForExit(timeout: 20), 0, serve.stderr)
+        try RtmpPrivacyTests.assertSwitchesCoverTheirPictures(dir + "/out-phone.mp4")
+    }
+
     /// Without --keys-file, --auth or --open, serve refuses to start (usage error, exit 2).
     func testServeWithoutAChoiceOfWhoMayPublishRefusesToStart() throws {
         let dir = CLI.scratch("serve-choice")
