@@ -1,5 +1,6 @@
 import ArgumentParser
 import AVGraph
+import AVGraphHTTP
 import AVGraphNodes
 import Foundation
 
@@ -48,6 +49,14 @@ struct ServeCommand: ParsableCommand {
     @Option(name: .customLong("hooks-queue"), help: "The folder the hooks wait in until delivered (default: .avgraph-hooks beside the template); keep it beside the recordings.")
     var hooksQueue: String?
 
+    @Option(name: .long, help: ArgumentHelp("Serve the list of live sessions, each with its preview and a link to its run's own page, at http://ADDRESS/ (loopback), e.g. 127.0.0.1:8080.",
+                                            valueName: "address"))
+    var http: String?
+
+    @Option(name: .customLong("set"), help: ArgumentHelp("Override an option of every run: NODE.OPTION=VALUE (repeatable; the placeholders stand in VALUE too; the backend's set wins).",
+                                                        valueName: "node.option=value"))
+    var sets: [String] = []
+
     func validate() throws {
         if listen.isEmpty { throw ValidationError("serve needs at least one --listen URL, like --listen rtmp://0.0.0.0:1935") }
         let choices = [keysFile != nil, auth != nil, open].filter { $0 }.count
@@ -62,6 +71,10 @@ struct ServeCommand: ParsableCommand {
         }
         if (hooks == nil) != (hooksSecret == nil) { throw ValidationError("--hooks and --hooks-secret go together: every hook is signed") }
         if hooks == nil && hooksQueue != nil { throw ValidationError("--hooks-queue goes with --hooks") }
+        _ = try parseOverrides(sets)
+        if let http, HTTPAddress(http)?.isLoopback != true {
+            throw ValidationError("--http takes a loopback HOST:PORT like 127.0.0.1:8080 (the pages it links to are loopback pages), got '\(http)'")
+        }
     }
 
     func run() throws {
@@ -86,7 +99,17 @@ struct ServeCommand: ParsableCommand {
             Terminal.err("avgraph serve: \(error)")
             throw ExitCode(1)
         }
-        let server = ServeServer(template: template, doors: doors, auth: auth.flatMap(URL.init(string:)), hooks: hookQueue, sinkPaths: sinkPaths)
+        let server = ServeServer(template: template, doors: doors, auth: auth.flatMap(URL.init(string:)), hooks: hookQueue, sinkPaths: sinkPaths,
+                                 pages: http != nil, sets: sets)
+        var index: HTTPServer?
+        defer { index?.close() }
+        if let http, let address = HTTPAddress(http) {
+            do { index = try HTTPServer(address, name: "http", service: HTTPService(names: HTTPNames(bound: address), routes: ServeIndex.routes(server))) } catch {
+                Terminal.err("avgraph serve: \(error)")
+                throw ExitCode(1)
+            }
+            Terminal.err("avgraph serve: live sessions at http://\(index!.address.authority)/")
+        }
         hookQueue?.start()
         server.start()
         for door in doors { Terminal.err("avgraph serve: listening on \(door.url)") }
@@ -105,7 +128,7 @@ struct ServeCommand: ParsableCommand {
         }
         let standIns = Dictionary(uniqueKeysWithValues: TemplatePlaceholders.names.map { ($0, "__avgraph_\($0)__") })
         let filled = TemplatePlaceholders.fill(text, standIns)
-        let checked = Checker(registry: makeRegistry()).check(contents: Data(filled.utf8), path: template)
+        let checked = Checker(registry: makeRegistry(), overrides: try parseOverrides(sets)).check(contents: Data(filled.utf8), path: template)
         var printer = DiagnosticPrinter()
         for d in checked.diagnostics { Terminal.err(printer.render(d, path: template)) }
         guard checked.isValid else {

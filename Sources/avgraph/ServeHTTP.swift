@@ -36,8 +36,17 @@ enum ServeHTTP {
         request.httpMethod = "POST"
         request.httpBody = body
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("avgraph-serve", forHTTPHeaderField: "User-Agent")
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        return exchange(request, timeout: timeout)
+    }
+
+    static func get(_ url: URL, timeout: Double) -> Answer {
+        exchange(URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout), timeout: timeout)
+    }
+
+    private static func exchange(_ request: URLRequest, timeout: Double) -> Answer {
+        var request = request
+        request.setValue("avgraph-serve", forHTTPHeaderField: "User-Agent")
         let result = Result()
         let task = session.dataTask(with: request) { data, response, error in
             result.value.withLock {

@@ -15,6 +15,10 @@ final class ServeServer: Sendable {
     let hooks: ServeHooks?
     /// File sinks' paths with their placeholders, by node.
     let sinkPaths: [String: String]
+    /// Each run serves its operator page on loopback (for `--http`'s index).
+    let pages: Bool
+    /// `--set` for every run, placeholders and all.
+    let sets: [String]
     private let executable: URL
     private let state = Mutex(State())
     private let done = DispatchSemaphore(value: 0)
@@ -29,7 +33,9 @@ final class ServeServer: Sendable {
         var listenersDone = 0
     }
 
-    init(template: String, doors: [PublisherDoor], auth: URL?, hooks: ServeHooks?, sinkPaths: [String: String]) {
+    init(template: String, doors: [PublisherDoor], auth: URL?, hooks: ServeHooks?, sinkPaths: [String: String], pages: Bool, sets: [String]) {
+        self.pages = pages
+        self.sets = sets
         self.template = template
         self.doors = doors
         self.auth = auth
@@ -135,9 +141,16 @@ final class ServeServer: Sendable {
         let values = ["key": arrival.key, "app": arrival.app.isEmpty ? "_" : arrival.app, "session": id, "start": TemplatePlaceholders.stamp(start)]
         var arguments = ["run", template, "--name", id, "--events", "json"]
         for name in TemplatePlaceholders.names { arguments += ["--placeholder", "\(name)=\(values[name]!)"] }
+        for s in sets { arguments += ["--set", TemplatePlaceholders.fill(s, values)] }
         for s in overrides { arguments += ["--set", s] }
+        if pages { arguments += ["--http", "127.0.0.1:0"] }
         let identity = ServeSession.Identity(id: id, key: arrival.key, app: arrival.app, scheme: arrival.scheme, peer: arrival.peer)
-        let paths = sinkPaths.mapValues { TemplatePlaceholders.fill($0, values) }
+        var paths = sinkPaths
+        for s in sets + overrides {
+            guard let o = OptionOverride(parsing: s), o.option == "path", paths[o.node] != nil else { continue }
+            paths[o.node] = o.value.hasPrefix("/") ? o.value : ((template as NSString).deletingLastPathComponent as NSString).appendingPathComponent(o.value)
+        }
+        paths = paths.mapValues { TemplatePlaceholders.fill($0, values) }
         let session: ServeSession
         do {
             session = try ServeSession(identity: identity, executable: executable, arguments: arguments, sinkPaths: paths, hooks: hooks) { [self] in
@@ -156,6 +169,14 @@ final class ServeServer: Sendable {
         Terminal.err("avgraph serve: \(arrival.peer) (\(arrival.scheme)): session \(id) (run pid \(session.pid))")
         _ = session.attach(arrival)
         if stopping { session.signal(SIGTERM) }
+    }
+
+    /// The sessions whose run is alive, oldest first.
+    func liveSessions() -> [ServeIndex.Entry] {
+        state.withLock { Array($0.sessions.values) }.sorted { $0.started < $1.started }.map { s in
+            ServeIndex.Entry(session: s.identity.id, key: s.identity.key, app: s.identity.app, peer: s.identity.peer,
+                             protocol: s.identity.scheme, publishing: s.hasPublisher, page: s.page)
+        }
     }
 
     private func ended(_ session: ServeSession) {

@@ -32,6 +32,8 @@ final class ServeSession: Sendable {
         var exited = false
         var sawRecording = false
         var publishes = 0
+        /// The run's operator page (`--http`), once it has said it.
+        var page: String?
     }
 
     /// Process is not Sendable: it is only asked for its pid and waited on, each once.
@@ -52,13 +54,13 @@ final class ServeSession: Sendable {
         // open after this run is gone.
         Self.spawning.lock()
         defer { Self.spawning.unlock() }
-        var fds: [Int32] = [-1, -1], out: [Int32] = [-1, -1]
+        var fds: [Int32] = [-1, -1], out: [Int32] = [-1, -1], err: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw MediaError("pipe: \(String(cString: strerror(errno)))") }
-        guard pipe(&out) == 0 else {
-            fds.forEach { close($0) }
+        guard pipe(&out) == 0, pipe(&err) == 0 else {
+            for fd in fds + out + err where fd >= 0 { close(fd) }
             throw MediaError("pipe: \(String(cString: strerror(errno)))")
         }
-        for fd in fds + out { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        for fd in fds + out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         relay = fds[1]
         let p = Process()
         p.executableURL = executable
@@ -68,17 +70,24 @@ final class ServeSession: Sendable {
         p.environment = environment
         p.standardInput = FileHandle(fileDescriptor: fds[0], closeOnDealloc: false)
         p.standardOutput = FileHandle(fileDescriptor: out[1], closeOnDealloc: false)
+        p.standardError = FileHandle(fileDescriptor: err[1], closeOnDealloc: false)
         process = ProcessBox(p)
         defer {
             close(fds[0])
             close(out[1])
+            close(err[1])
         }
         do { try p.run() } catch {
             close(fds[1])
             close(out[0])
+            close(err[0])
             throw MediaError("cannot start the run: \(error.localizedDescription)")
         }
         let reader = FileHandle(fileDescriptor: out[0], closeOnDealloc: true)
+        let diagnostics = FileHandle(fileDescriptor: err[0], closeOnDealloc: true)
+        let diagnosticsThread = Thread { [self] in readLines(diagnostics) { passOn($0) } }
+        diagnosticsThread.name = "serve-run-stderr"
+        diagnosticsThread.start()
         let t = Thread { [self] in
             readEvents(reader)
             process.process.waitUntilExit()
@@ -89,6 +98,7 @@ final class ServeSession: Sendable {
     }
 
     var pid: Int32 { process.process.processIdentifier }
+    var page: String? { state.withLock { $0.page } }
     var hasPublisher: Bool { state.withLock { $0.publisher != nil } }
     var hasExited: Bool { state.withLock { $0.exited } }
 
@@ -151,17 +161,32 @@ final class ServeSession: Sendable {
     /// The child's events, one JSON object a line: its `recording` events (and, from a build
     /// whose file sink does not say them, its `eos` sinks) become hooks.
     private func readEvents(_ handle: FileHandle) {
+        readLines(handle) { line in
+            if let event = try? JSONSerialization.jsonObject(with: line) as? [String: Any] { take(event) }
+        }
+    }
+
+    private func readLines(_ handle: FileHandle, _ each: (Data) -> Void) {
         var partial = Data()
         while true {
             let data = handle.availableData
             if data.isEmpty { break }
             partial.append(data)
             while let nl = partial.firstIndex(of: 10) {
-                let line = partial[partial.startIndex..<nl]
+                each(partial[partial.startIndex..<nl])
                 partial.removeSubrange(partial.startIndex...nl)
-                if let event = try? JSONSerialization.jsonObject(with: line) as? [String: Any] { take(event) }
             }
         }
+    }
+
+    /// The run's own warnings and summary go on to serve's stderr; its operator page's address
+    /// (`--http 127.0.0.1:0`) is kept for the index.
+    private func passOn(_ line: Data) {
+        let text = String(decoding: line, as: UTF8.self)
+        if let r = text.range(of: "operator page: ") {
+            state.withLock { $0.page = String(text[r.upperBound...]).trimmingCharacters(in: .whitespaces) }
+        }
+        Terminal.err(text)
     }
 
     private func take(_ event: [String: Any]) {

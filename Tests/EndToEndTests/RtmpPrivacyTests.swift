@@ -33,21 +33,28 @@ final class RtmpPrivacyTests: XCTestCase {
                                     "--privacy", "2s:2s:typing", "--privacy", "4500ms:1s"])
         XCTAssertEqual(publish.status, 0, publish.stderr)
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
-        let frames = try HlsWitness.grayPictures(dir + "/out.mp4", width: 320, height: 180)
+        try Self.assertSwitchesCoverTheirPictures(dir + "/out.mp4")
+    }
+
+    /// The recording of a 6 s, 180-picture publish switched by `--privacy 2s:2s:typing --privacy
+    /// 4500ms:1s`: the typing card on exactly pictures 60..119, the image on 135..164, the screen
+    /// on the rest (frame k is the publisher's picture k: none dropped, none repeated).
+    static func assertSwitchesCoverTheirPictures(_ path: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let assets = CLI.packageRoot + "/assets"
+        let frames = try HlsWitness.grayPictures(path, width: 320, height: 180)
         let typing = try XCTUnwrap(CLI.grayFrames(assets + "/typing.png", width: 320, height: 180).first)
         let card = try XCTUnwrap(CLI.grayFrames(assets + "/privacy.png", width: 320, height: 180).first)
-        XCTAssertGreaterThanOrEqual(frames.count, 175, "the publisher's 180 pictures")
-        XCTAssertLessThanOrEqual(frames.count, 180)
-        // Frame k is the publisher's picture k (at k/30 s on its clock): none dropped, none repeated.
+        XCTAssertGreaterThanOrEqual(frames.count, 175, "the publisher's 180 pictures", file: file, line: line)
+        XCTAssertLessThanOrEqual(frames.count, 180, file: file, line: line)
         var shown = ["screen": 0, "typing": 0, "image": 0]
         for (k, f) in frames.enumerated() {
             let t = Double(k) / 30
             let expected = t >= 2 - 1e-3 && t < 4 - 1e-3 ? "typing" : t >= 4.5 - 1e-3 && t < 5.5 - 1e-3 ? "image" : "screen"
             let got = PrivacyInBandTests.distance(f, typing) < 4 ? "typing" : PrivacyInBandTests.distance(f, card) < 4 ? "image" : "screen"
-            XCTAssertEqual(got, expected, "picture \(k) (\(t) s on the publisher's clock)")
+            XCTAssertEqual(got, expected, "picture \(k) (\(t) s on the publisher's clock)", file: file, line: line)
             shown[got, default: 0] += 1
         }
-        XCTAssertEqual(shown["typing"], 60)
-        XCTAssertEqual(shown["image"], 30)
+        XCTAssertEqual(shown["typing"], 60, file: file, line: line)
+        XCTAssertEqual(shown["image"], 30, file: file, line: line)
     }
 }

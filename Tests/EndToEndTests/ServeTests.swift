@@ -149,10 +149,11 @@ final class ServeTests: XCTestCase {
         XCTAssertEqual(questions.first { $0["key"] as? String == "phone1" }?["app"] as? String, "live")
     }
 
-    /// `--keys-file`: an HEVC phone over Enhanced RTMP (ErtmpPublisher, written from the
+    /// `--keys-file` and `--http`: an HEVC phone over Enhanced RTMP (ErtmpPublisher, written from the
     /// specification) is recorded; a publisher that leaves and comes back with the same key
     /// within the run's `idle` continues its run (one file, both halves); a key not in the file is
-    /// refused in the protocol and records nothing.
+    /// refused in the protocol and records nothing; the index lists both live sessions, each
+    /// preview a picture of its run.
     func testKeysFileHevcPhoneAndAReturningPublisherContinuesItsRun() throws {
         let dir = CLI.scratch("serve-keys")
         _ = Self.clip
@@ -162,9 +163,9 @@ final class ServeTests: XCTestCase {
         CLI.write("# who may publish\nphone-hevc\nback\n", to: dir + "/keys")
         let (runtime, environment) = try CLI.privateRuntime()
         defer { try? FileManager.default.removeItem(atPath: runtime) }
-        let rtmp = try LoopbackPort.free()
-        let serve = try Self.startServe([Self.template(dir, idle: "3s"), "--listen", "rtmp://127.0.0.1:\(rtmp)", "--keys-file", dir + "/keys"],
-                                        dir: dir, environment: environment, in: self)
+        let rtmp = try LoopbackPort.free(), http = try LoopbackPort.free()
+        let serve = try Self.startServe([Self.template(dir, idle: "3s"), "--listen", "rtmp://127.0.0.1:\(rtmp)", "--keys-file", dir + "/keys",
+                                         "--http", "127.0.0.1:\(http)"], dir: dir, environment: environment, in: self)
         CLI.write(ErtmpPublisher.script, to: dir + "/publisher.py")
         let hevc = Process()
         hevc.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -175,6 +176,16 @@ final class ServeTests: XCTestCase {
         defer { if hevc.isRunning { hevc.terminate() } }
         let intruder = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/intruder", seconds: 2)
         let first = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/back", seconds: 3)
+        // --http: the live sessions, each with its preview (served from here, fetched from its run's own page).
+        Thread.sleep(forTimeInterval: 2)
+        let listed = try JSONSerialization.jsonObject(with: Data(try CLI.shell(["curl", "-sf", "http://127.0.0.1:\(http)/sessions"]).utf8)) as? [[String: Any]] ?? []
+        XCTAssertEqual(Set(listed.compactMap { $0["key"] as? String }), ["phone-hevc", "back"], "\(listed)")
+        for entry in listed {
+            let id = entry["session"] as? String ?? "", picture = dir + "/preview-\(id).jpg"
+            _ = try CLI.shell(["curl", "-sf", "-o", picture, "http://127.0.0.1:\(http)/preview/\(id).jpg"])
+            XCTAssertEqual(CLI.stream(try CLI.probe(picture), "video")?["width"] as? Int, 320, "\(id)'s preview is a picture of its run")
+            XCTAssertTrue(try CLI.shell(["curl", "-sf", "http://127.0.0.1:\(http)/"]).contains("/preview/\(id).jpg"), "the index shows \(id)")
+        }
         first.waitUntilExit()
         Thread.sleep(forTimeInterval: 1)
         let second = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/back", seconds: 3)
@@ -200,6 +211,39 @@ final class ServeTests: XCTestCase {
             print("serve: back twice: video \(String(format: "%.3f", m.video)) s (\(m.frames) frames)")
             XCTAssertEqual(Double(m.frames), 180, accuracy: 6, "both 3 s halves in the one file")
         }
+    }
+
+    /// A phone app's `onPrivacy` switches (scripts/rtmp-publish) reach its run through serve's
+    /// relay: the recording shows the named card on exactly the pictures from each switch on.
+    func testOnPrivacyThroughServeCoversExactlyItsPictures() throws {
+        let dir = CLI.scratch("serve-privacy")
+        let flv = dir + "/phone.flv"
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=720x1280:r=30:d=6",
+                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=6", "-c:v", "libx264", "-preset", "ultrafast", "-g", "30",
+                           "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", flv])
+        let assets = CLI.packageRoot + "/assets"
+        CLI.write("""
+            pipeline: served-privacy
+            nodes:
+              src:     {type: publisher, idle: 1s}
+              upright: {type: orient, in: src.video}
+              fit:     {type: resize, in: upright, size: 640x360, mode: fit}
+              privacy: {type: privacy, in: fit, image: \(assets)/privacy.png, cards: {typing: \(assets)/typing.png}}
+              video:   {type: h264, in: privacy, preset: ultrafast, queue: {size: 60}}
+              out:     {type: file, in: [video], path: "out-{key}.mp4"}
+            """, to: dir + "/p.pipe")
+        let (runtime, environment) = try CLI.privateRuntime()
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        let port = try LoopbackPort.free()
+        let serve = try Self.startServe([dir + "/p.pipe", "--listen", "rtmp://127.0.0.1:\(port)", "--open"], dir: dir, environment: environment, in: self)
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone",
+                                    "--privacy", "2s:2s:typing", "--privacy", "4500ms:1s"])
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        let end = Date().addingTimeInterval(20)
+        while Date() < end && !Self.runs(of: serve.process.processIdentifier).isEmpty { usleep(100_000) }
+        kill(serve.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(serve.waitForExit(timeout: 20), 0, serve.stderr)
+        try RtmpPrivacyTests.assertSwitchesCoverTheirPictures(dir + "/out-phone.mp4")
     }
 
     /// Without --keys-file, --auth or --open, serve refuses to start (usage error, exit 2).

@@ -42,6 +42,9 @@ final class FlvTagReader: PacketSource {
 
     private let name: String
     private let warn: (String) -> Void
+    /// Each data tag's name, values and time (ms), as `RtmpPolicy.onData` (a stream relayed by
+    /// `avgraph serve`: the run reads its publisher's `onPrivacy` here).
+    private let onData: ((String, [Amf0Value], UInt32) -> Void)?
     private let readBytes: (UnsafeMutableRawBufferPointer) -> Int
     private var buffer: [UInt8] = []
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
@@ -60,9 +63,11 @@ final class FlvTagReader: PacketSource {
     /// Reads the FLV header and the first tags (up to `probeMilliseconds` of media, less when
     /// the publisher's metadata names its streams and both have come). `read` blocks for bytes
     /// and returns 0 at the end; `warn` says what is ignored.
-    init(name: String, warn: @escaping (String) -> Void, read: @escaping (UnsafeMutableRawBufferPointer) -> Int) throws {
+    init(name: String, warn: @escaping (String) -> Void, onData: ((String, [Amf0Value], UInt32) -> Void)? = nil,
+         read: @escaping (UnsafeMutableRawBufferPointer) -> Int) throws {
         self.name = name
         self.warn = warn
+        self.onData = onData
         readBytes = read
         guard try fill(13), buffer[0..<3].elementsEqual("FLV".utf8) else { throw MediaError("\(name): not an FLV stream") }
         let offset = Int(buffer[5]) << 24 | Int(buffer[6]) << 16 | Int(buffer[7]) << 8 | Int(buffer[8])
@@ -79,6 +84,7 @@ final class FlvTagReader: PacketSource {
             guard let tag = try nextTag() else { break }
             held += tag.body.count
             if tag.type == 18 {
+                data(tag)
                 // onMetaData names the streams to come: no need to wait for one it does not name.
                 if Amf0.leadingString(tag.body) == "onMetaData", let values = try? Amf0.decodeAll(tag.body), values.count > 1 {
                     expectsVideo = values[1]["videocodecid"] != nil || values[1]["width"] != nil
@@ -211,10 +217,18 @@ final class FlvTagReader: PacketSource {
                 audioIgnored = true
                 warn("\(name): \(error): its audio is ignored")
             }
+        case 18:
+            data(tag)
+            return
         default: return
         }
         noteIgnoredTracks("video", videoReader.tracks)
         noteIgnoredTracks("audio", audioReader.tracks)
+    }
+
+    private func data(_ tag: Tag) {
+        guard let onData, let name = Amf0.leadingString(tag.body), let values = try? Amf0.decodeAll(tag.body) else { return }
+        onData(name, Array(values.dropFirst()), UInt32(truncatingIfNeeded: tag.time))
     }
 
     private func noteIgnoredTracks(_ kind: String, _ tracks: FlvExTracks) {

@@ -23,13 +23,22 @@ extension NetworkReader {
             let read: (UnsafeMutableRawBufferPointer) -> Int = { [cancel] buffer in cancel.isCancelled ? 0 : stream.read(into: buffer) }
             let format = stream.format ?? input.format ?? "flv"
             let demuxer: PacketSource = format == "flv"
-                ? try FlvTagReader(name: stream.peer, warn: { [weak self] in self?.note(.warning($0)) }, read: read)
+                ? try FlvTagReader(name: stream.peer, warn: { [weak self] in self?.note(.warning($0)) }, onData: inBandPrivacy, read: read)
                 : try Demuxer(format: format, name: "\(stream.peer)", cancel: cancel, read: read)
             try checkSize(demuxer, peer: stream.peer)
             return (demuxer, stream.peer, stream)
         } catch {
             stream.abandon()
             throw error
+        }
+    }
+
+    /// `onPrivacy` data tags onto the source's privacy timeline, when they come in the stream.
+    private var inBandPrivacy: ((String, [Amf0Value], UInt32) -> Void)? {
+        guard input.privacyInTags else { return nil }
+        let privacy = input.privacy
+        return { name, values, timestamp in
+            if name == InBandPrivacy.messageName { InBandPrivacy.apply(values, timestamp: timestamp, to: privacy) }
         }
     }
 

@@ -57,4 +57,7 @@ struct NetworkInput {
     var maxSize = PictureSize(width: 3840, height: 2160)
     /// The publisher's in-band privacy switches (RTMP `onPrivacy`), applied to its pictures.
     var privacy = PrivacyTimeline()
+    /// The publisher's in-band switches come in the FLV's data tags (a stream `avgraph serve`
+    /// relays), not from a listener of this source's own.
+    var privacyInTags = false
 }

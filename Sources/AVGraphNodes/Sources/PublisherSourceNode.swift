@@ -25,6 +25,7 @@ public final class PublisherSourceNode: Source, Node, LiveSource, @unchecked Sen
         }
         var input = NetworkInput(url: "publisher:", format: nil, options: [:], listen: true, timeout: setup[NetworkSourceOptions.timeout])
         input.maxSize = setup[ListenOptions.maxSize]
+        input.privacyInTags = true
         input.listener = try PublisherRelay(fd: STDIN_FILENO)
         core = NetworkSourceCore(setup, input: input)
     }
