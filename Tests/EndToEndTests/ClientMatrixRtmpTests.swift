@@ -273,17 +273,7 @@ final class ClientMatrixRtmpTests: XCTestCase {
         let hevc = codec != "avc1"
         var headers = 0
         let (_, path) = try row("turned-\(codec)", prepare: { dir in
-            var parts = Data()
-            for (k, size) in ["720x1280", "1280x720", "720x1280"].enumerated() {
-                let part = dir + "/part\(k)." + (hevc ? "hevc" : "h264")
-                let encoder = hevc ? ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "bframes=0:keyint=30:log-level=error"]
-                    : ["-c:v", "libx264", "-preset", "ultrafast", "-g", "30"]
-                _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
-                                   "color=c=black:s=\(size):r=30:d=2,drawbox=x=0:y=0:w=iw:h=ih:c=white:t=fill:enable='eq(mod(n\\,30)\\,15)'"]
-                                  + encoder + ["-pix_fmt", "yuv420p", "-f", hevc ? "hevc" : "h264", part])
-                parts.append(try Data(contentsOf: URL(fileURLWithPath: part)))
-            }
-            try parts.write(to: URL(fileURLWithPath: dir + "/turned.es"))
+            try Self.turnedParts(dir, hevc: hevc)
             try Self.transcode(["-vn", "-c:a", "copy", "-f", "adts", dir + "/a.aac"])
         }) { url, dir in
             let (status, r) = try ertmpPublish(url, dir, ["--video", dir + "/turned.es", "--codec", codec, "--audio", dir + "/a.aac"])
@@ -291,11 +281,33 @@ final class ClientMatrixRtmpTests: XCTestCase {
             return status
         }
         XCTAssertEqual(headers, 3, "three sequence headers sent")
+        try Self.assertTurnedTwice(path, codec)
+    }
+
+    /// `dir/turned.es`: 2 s portrait (720x1280), 2 s landscape (1280x720), 2 s portrait as one
+    /// H.264 or HEVC elementary stream, each part starting at a keyframe with its own parameter sets.
+    static func turnedParts(_ dir: String, hevc: Bool) throws {
+        var parts = Data()
+        for (k, size) in ["720x1280", "1280x720", "720x1280"].enumerated() {
+            let part = dir + "/part\(k)." + (hevc ? "hevc" : "h264")
+            let encoder = hevc ? ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "bframes=0:keyint=30:log-level=error"]
+                : ["-c:v", "libx264", "-preset", "ultrafast", "-g", "30"]
+            _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
+                               "color=c=black:s=\(size):r=30:d=2,drawbox=x=0:y=0:w=iw:h=ih:c=white:t=fill:enable='eq(mod(n\\,30)\\,15)'"]
+                              + encoder + ["-pix_fmt", "yuv420p", "-f", hevc ? "hevc" : "h264", part])
+            parts.append(try Data(contentsOf: URL(fileURLWithPath: part)))
+        }
+        try parts.write(to: URL(fileURLWithPath: dir + "/turned.es"))
+    }
+
+    /// The recording of a phone turned twice (`turnedParts`): whole, no green or torn picture, and
+    /// each part fitted at its own size.
+    static func assertTurnedTwice(_ path: String, _ name: String, file: StaticString = #filePath, line: UInt = #line) throws {
         // Whole: every picture recorded, none green or torn (black and white pictures: chroma neutral).
         let times = try CLI.videoFrameTimes(path)
-        XCTAssertEqual(times.count, 30 * Self.seconds, accuracy: 3, "pictures recorded")
+        XCTAssertEqual(times.count, 30 * seconds, accuracy: 3, "pictures recorded", file: file, line: line)
         let steps = zip(times, times.dropFirst()).map { $1 - $0 }
-        XCTAssertLessThan(steps.max() ?? 1, 1.0 / 30 + 0.005, "no hole in the video")
+        XCTAssertLessThan(steps.max() ?? 1, 1.0 / 30 + 0.005, "no hole in the video", file: file, line: line)
         let w = 64, h = 36
         let raw = try CLI.capture(["ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-fps_mode", "passthrough",
                                    "-vf", "scale=\(w):\(h)", "-pix_fmt", "yuv444p", "-f", "rawvideo", "-"])
@@ -306,7 +318,7 @@ final class ClientMatrixRtmpTests: XCTestCase {
             let off = chroma.reduce(0) { $0 + abs(Int($1) - 128) } / chroma.count
             if off > 4 { coloured.append(i) }
         }
-        XCTAssertEqual(coloured, [], "pictures that are not black and white (green or garbage)")
+        XCTAssertEqual(coloured, [], "pictures that are not black and white (green or garbage)", file: file, line: line)
         // resize took each part's own size: a landscape flash fills the frame, a portrait one leaves black bars.
         let flashes = frames.indices.filter { i in
             let y = frames[i].prefix(w * h)
@@ -316,8 +328,8 @@ final class ClientMatrixRtmpTests: XCTestCase {
             let y = frames[i].prefix(w * h)
             return Int(y[y.startIndex + (h / 2) * w + 1])
         }
-        print("turned \(codec): \(times.count) pictures, flash left-edge luma \(edges)")
-        XCTAssertEqual(edges.count, Self.seconds, "one flash a second")
-        XCTAssertEqual(edges.map { $0 > 200 }, [false, false, true, true, false, false], "portrait, landscape, portrait")
+        print("turned \(name): \(times.count) pictures, flash left-edge luma \(edges)")
+        XCTAssertEqual(edges.count, seconds, "one flash a second", file: file, line: line)
+        XCTAssertEqual(edges.map { $0 > 200 }, [false, false, true, true, false, false], "portrait, landscape, portrait", file: file, line: line)
     }
 }

@@ -70,6 +70,29 @@ final class ClientMatrixSrtTests: XCTestCase {
         try row("gstreamer-srtsink") { port, media in try Self.gstreamer(media.ts, port: port, streamID: nil) }
     }
 
+    /// A phone turned twice over SRT (ffmpeg sending the turned H.264 as MPEG-TS: each part's SPS
+    /// and PPS at its keyframe, no other signal of the new size), recorded whole at 1280x720.
+    /// Known short: no torn or green picture and each part at its own size, but 177 of 180
+    /// pictures and the flash at 4.5 s (the turn back to portrait is at 4.0 s) missing, the gap
+    /// covered by repeats; what ffmpeg sends (the same command into a file) is whole: 180
+    /// pictures, the size switching at picture 121. In the run's stats the source emitted 177,
+    /// `orient` dropped 1 and `resize` 3, no warning. Not found yet; runs with
+    /// AVGRAPH_TEST_SRT_TURN=1 (the RTMP variants pass).
+    func testPhoneTurnedTwiceOverSrtIsRecordedWholeAt1280x720() throws {
+        try XCTSkipUnless(ProcessInfo.processInfo.environment["AVGRAPH_TEST_SRT_TURN"] == "1",
+                          "the turn back loses pictures over SRT: see the comment")
+        let dir = CLI.scratch("matrix-srt-turned")
+        let media = try clip(dir)
+        try ClientMatrixRtmpTests.turnedParts(dir, hevc: false)
+        let port = try LoopbackPort.free()
+        let run = try PublisherVanishTests.start(self, dir, source: "type: srt, url: \"srt://127.0.0.1:\(port)\", listen: true", idle: "2s")
+        XCTAssertEqual(try NetworkIngestTests.publish(["-re", "-framerate", "30", "-f", "h264", "-i", dir + "/turned.es", "-re", "-i", media.mp4,
+                                                       "-map", "0:v", "-map", "1:a", "-c", "copy", "-t", "6", "-f", "mpegts",
+                                                       "srt://127.0.0.1:\(port)?mode=caller"]), 0, "ffmpeg's exit status")
+        XCTAssertEqual(run.waitForExit(timeout: 40), 0, run.stderr)
+        try ClientMatrixRtmpTests.assertTurnedTwice(dir + "/out.mp4", "srt")
+    }
+
     func testSrtLiveTransmit() throws {
         try row("srt-live-transmit") { port, media in
             try PublisherVanishTests.publishWithSrtLiveTransmit(media.mp4, seconds: 6, to: "srt://127.0.0.1:\(port)")
