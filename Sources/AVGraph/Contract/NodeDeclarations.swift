@@ -18,8 +18,9 @@ public protocol DeclaresBitrate {
 }
 
 /// A node that answers control-socket commands of its own (the `clips` sink answers `clip`).
-/// The socket routes a request whose `cmd` the type lists to the running instance; the
-/// answer is called on a control thread, so it must synchronise with the node's own thread.
+/// The socket routes a request whose `cmd` the type lists to the running instance; `answer` is
+/// called on the node's own thread, between buffers, as a live change is (so it reads the node's
+/// state without a lock; the control client waits up to 5 s for it).
 public protocol AnswersControl: AnyObject {
     /// The `cmd` names this node type answers; the socket refuses them when no node answers.
     static var controlCommands: [String] { get }

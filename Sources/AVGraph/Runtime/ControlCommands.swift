@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// How the run answers each control request (ControlProtocol.swift has the types).
 enum ControlCommands {
@@ -76,28 +77,34 @@ enum ControlCommands {
     static let setTimeout = 5.0
 
     /// The outcome of a `set`, decided once: by the node (taken or refused) or by the timeout.
-    final class ResultBox: @unchecked Sendable {
-        private let lock = NSLock()
-        private var decided = false
-        private var timedOut = false
-        private(set) var error: Error?
+    final class ResultBox: Sendable {
+        private struct Decision {
+            var decided = false
+            var timedOut = false
+            var error: Error?
+        }
+        private let decision = Mutex(Decision())
+
+        var error: Error? { decision.withLock { $0.error } }
 
         /// The node's answer; true when it came after the timeout was answered.
         func settle(_ error: Error?) -> Bool {
-            lock.lock(); defer { lock.unlock() }
-            if decided { return timedOut }
-            decided = true
-            self.error = error
-            return false
+            decision.withLock { d in
+                if d.decided { return d.timedOut }
+                d.decided = true
+                d.error = error
+                return false
+            }
         }
 
         /// The timeout; false when the node's answer got in first.
         func timeOut() -> Bool {
-            lock.lock(); defer { lock.unlock() }
-            if decided { return false }
-            decided = true
-            timedOut = true
-            return true
+            decision.withLock { d in
+                if d.decided { return false }
+                d.decided = true
+                d.timedOut = true
+                return true
+            }
         }
     }
 

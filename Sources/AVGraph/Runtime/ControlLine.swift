@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 extension PipelineRun {
     /// One request line of the control protocol in (JSON, no newline needed), its reply line out
@@ -23,15 +24,40 @@ extension PipelineRun {
         let answering = runners.first { runner in
             (type(of: runner.node) as? any AnswersControl.Type)?.controlCommands.contains(command) == true
         }
-        guard let answering, let responder = answering.node as? any AnswersControl else {
+        guard let answering, answering.node is any AnswersControl else {
             let known = ControlRequest.builtIn + runners.flatMap { (type(of: $0.node) as? any AnswersControl.Type)?.controlCommands ?? [] }
             // A node's command (`clip`) asked of a pipeline without such a node is unknown here.
             return .failure(ControlRefusal("unknown command '\(command)': neither the run nor a node of this pipeline answers it"
                 + (Suggest.hint(for: command, in: known).map { "; \($0)" } ?? "")))
         }
-        switch responder.answer(NodeControlRequest(command: command, line: line)) {
+        // Asked on the node's own thread, like a change: the node's state stays its thread's.
+        let request = NodeControlRequest(command: command, line: line)
+        let reply = NodeReply()
+        answering.ask { node in reply.settle((node as? any AnswersControl)?.answer(request) ?? .refused("'\(command)' is not answered here")) }
+        guard let answer = reply.wait(seconds: ControlCommands.setTimeout) else {
+            return .failure(ControlRefusal("'\(command)': node '\(answering.name)' did not answer within \(Int(ControlCommands.setTimeout)) s "
+                + "(busy, stalled or ended)"))
+        }
+        switch answer {
         case .done(let body): return .success(body)
         case .refused(let message): return .failure(ControlRefusal(message))
         }
+    }
+}
+
+/// A node's answer to one control question, handed from the node's thread to the control thread waiting for it.
+final class NodeReply: Sendable {
+    private let answer = Mutex<NodeControlAnswer?>(nil)
+    private let answered = DispatchSemaphore(value: 0)
+
+    func settle(_ a: NodeControlAnswer) {
+        answer.withLock { $0 = a }
+        answered.signal()
+    }
+
+    /// The answer, or nil when none came within `seconds`.
+    func wait(seconds: Double) -> NodeControlAnswer? {
+        guard answered.wait(timeout: .now() + seconds) == .success else { return nil }
+        return answer.withLock { $0 }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // The run's events, one typed value each: `--events json` prints them one JSON object a line,
 // the control socket's `watch` streams the same lines, the CLI's status line and stderr messages
@@ -179,69 +180,63 @@ public protocol EventPayload: Codable, Sendable {
 /// The run's event stream. Emitting is cheap and never blocks on consumers: events are delivered
 /// in order on one serial queue of their own, never on the emitting thread and never under a lock,
 /// to stdout (`--events json`) and to listeners.
-public final class EventLog: @unchecked Sendable {
+public final class EventLog: Sendable {
     public enum Output: Sendable { case none, json }
 
     public struct ListenerToken: Hashable, Sendable { let id: Int }
 
-    private let lock = NSLock()
-    private var output: Output
-    private var listeners: [(id: Int, f: @Sendable (Event, String) -> Void)] = []
-    private var nextID = 0
-    /// The run's `eos` was delivered: streams made from now on end at once.
-    private var ended = false
+    private struct State {
+        var output: Output
+        var listeners: [(id: Int, f: @Sendable (Event, String) -> Void)] = []
+        var nextID = 0
+        /// The run's `eos` was delivered: streams made from now on end at once.
+        var ended = false
+        /// Events handed over and not yet delivered.
+        var pending = 0
+        var droppedForBackpressure = 0
+
+        mutating func add(_ f: @escaping @Sendable (Event, String) -> Void) -> ListenerToken {
+            nextID += 1
+            listeners.append((nextID, f))
+            return ListenerToken(id: nextID)
+        }
+    }
+    private let state: Mutex<State>
     private let delivery = DispatchQueue(label: "avgraph.events")
     public let started = Date()
 
-    public init(output: Output) { self.output = output }
+    public init(output: Output) { state = Mutex(State(output: output)) }
 
     /// Typed events, on the log's delivery queue.
     @discardableResult
     public func onEvent(_ f: @escaping @Sendable (Event) -> Void) -> ListenerToken {
-        add { event, _ in f(event) }
+        state.withLock { $0.add { event, _ in f(event) } }
     }
 
     /// One JSON line per event (what `--events json` prints), on the log's delivery queue.
     @discardableResult
     public func addListener(_ f: @escaping @Sendable (String) -> Void) -> ListenerToken {
-        add { _, line in f(line) }
+        state.withLock { $0.add { _, line in f(line) } }
     }
 
     public func removeListener(_ token: ListenerToken) {
-        lock.lock()
-        listeners.removeAll { $0.id == token.id }
-        lock.unlock()
+        state.withLock { $0.listeners.removeAll { $0.id == token.id } }
     }
 
     /// The events from now on, as an async sequence: it ends after the run's `eos` (at once when the
     /// run has already ended), or when the consumer stops iterating.
     public func stream() -> AsyncStream<Event> {
         AsyncStream { continuation in
-            lock.lock()
-            guard !ended else {
-                lock.unlock()
-                continuation.finish()
-                return
+            let token = state.withLock { s -> ListenerToken? in
+                guard !s.ended else { return nil }
+                return s.add { event, _ in
+                    continuation.yield(event)
+                    if case .eos = event.kind { continuation.finish() }
+                }
             }
-            let token = addUnlocked { event, _ in
-                continuation.yield(event)
-                if case .eos = event.kind { continuation.finish() }
-            }
-            lock.unlock()
+            guard let token else { return continuation.finish() }
             continuation.onTermination = { [weak self] _ in self?.removeListener(token) }
         }
-    }
-
-    private func add(_ f: @escaping @Sendable (Event, String) -> Void) -> ListenerToken {
-        lock.lock()
-        defer { lock.unlock() }
-        return addUnlocked(f)
-    }
-
-    private func addUnlocked(_ f: @escaping @Sendable (Event, String) -> Void) -> ListenerToken {
-        nextID += 1
-        listeners.append((nextID, f))
-        return ListenerToken(id: nextID)
     }
 
     /// Seconds since the log was made (the run's start), to the millisecond.
@@ -251,25 +246,24 @@ public final class EventLog: @unchecked Sendable {
     /// nobody drains) must not grow this without bound. Past the limit the debug kinds (`stats`,
     /// `level`) are dropped and counted; warnings, errors and the rest always go through.
     public static let pendingLimit = 10_000
-    private var pending = 0
-    public private(set) var droppedForBackpressure = 0
+    public var droppedForBackpressure: Int { state.withLock { $0.droppedForBackpressure } }
 
     /// Records `kind` (from `node`, if a node's) and hands it to the delivery queue.
     public func emit(_ kind: Event.Kind, node: String? = nil) {
         let event = Event(kind, node: node, wall: wall)
-        lock.lock()
-        if pending >= Self.pendingLimit && event.severity == .debug {
-            droppedForBackpressure += 1
-            lock.unlock()
-            return
+        let debug = event.severity == .debug
+        let taken = state.withLock { s in
+            if s.pending >= Self.pendingLimit && debug {
+                s.droppedForBackpressure += 1
+                return false
+            }
+            s.pending += 1
+            return true
         }
-        pending += 1
-        lock.unlock()
+        guard taken else { return }
         delivery.async { [self] in
             deliver(event)
-            lock.lock()
-            pending -= 1
-            lock.unlock()
+            state.withLock { $0.pending -= 1 }
         }
     }
 
@@ -278,17 +272,14 @@ public final class EventLog: @unchecked Sendable {
 
     private func deliver(_ event: Event) {
         let line = event.jsonLine
-        lock.lock()
-        let targets = listeners
-        let json = output == .json
-        // Read with `listeners`: a stream made after this sees `ended`, one made before gets the `eos`.
-        if case .eos = event.kind { ended = true }
-        lock.unlock()
+        let (targets, json) = state.withLock { s in
+            // Read with `listeners`: a stream made after this sees `ended`, one made before gets the `eos`.
+            if case .eos = event.kind { s.ended = true }
+            return (s.listeners, s.output == .json)
+        }
         if json && !StandardStreams.write(line + "\n") {
             // A closed stdout (`| head -1`) ends the printed stream, not the run.
-            lock.lock()
-            output = .none
-            lock.unlock()
+            state.withLock { $0.output = .none }
         }
         for l in targets { l.f(event, line) }
     }

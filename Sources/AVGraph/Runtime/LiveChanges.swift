@@ -10,6 +10,9 @@ final class LiveChanges: @unchecked Sendable {
     private var queued: [(option: String, value: OptionValue, done: (Error?) -> Void)] = []
     /// Changes due at a media time (`ctl set ... --at T`): taken before the first buffer at or after T.
     private var timed: [(at: Double, option: String, value: OptionValue, done: (Error?) -> Void)] = []
+    /// Control questions for the node (`AnswersControl`): asked from any thread, answered on the
+    /// node's thread at its next turn, like a change.
+    private var questions: [(any Node) -> Void] = []
     /// Applied but not yet announced; touched by the node's thread only.
     private var unannounced: [(option: String, value: OptionValue)] = []
 
@@ -48,13 +51,23 @@ final class LiveChanges: @unchecked Sendable {
         take(due.map { ($0.option, $0.value, $0.done) }, node, out)
     }
 
-    /// The node's thread: hands every queued change to the node.
+    /// Any thread: `question` runs with the node on the node's thread, at its next turn.
+    func ask(_ question: @escaping (any Node) -> Void) {
+        lock.lock()
+        questions.append(question)
+        lock.unlock()
+    }
+
+    /// The node's thread: hands every queued change to the node, then asks it the queued questions.
     func apply(to node: any Node, _ out: Outlet) {
         lock.lock()
         let changes = queued
         queued.removeAll()
+        let asked = questions
+        questions.removeAll()
         lock.unlock()
         take(changes, node, out)
+        for question in asked { question(node) }
     }
 
     private func take(_ changes: [(option: String, value: OptionValue, done: (Error?) -> Void)], _ node: any Node, _ out: Outlet) {

@@ -1,15 +1,14 @@
 import Foundation
+import Synchronization
 
 /// The latest picture a node emitted, kept by reference at most every `interval` seconds of
 /// wall time, for a preview (the operator's page). The node's thread only takes a reference
 /// under a lock; the reader encodes it on its own thread.
-public final class PictureTap: @unchecked Sendable {
+public final class PictureTap: Sendable {
     public let node: String
     let output: Int
     private let interval: Double
-    private let lock = NSLock()
-    private var picture: Frame?
-    private var takenAt = -Double.infinity
+    private let kept = Mutex<(picture: Frame?, takenAt: Double)>((nil, -Double.infinity))
 
     init(node: String, output: Int, interval: Double) {
         self.node = node
@@ -19,19 +18,14 @@ public final class PictureTap: @unchecked Sendable {
 
     func offer(_ frame: Frame, output: Int, clock: Double) {
         guard output == self.output else { return }
-        lock.lock()
-        defer { lock.unlock() }
-        guard clock - takenAt >= interval else { return }
-        takenAt = clock
-        picture = frame.ref()
+        kept.withLock { kept in
+            guard clock - kept.takenAt >= interval else { return }
+            kept = (frame.ref(), clock)
+        }
     }
 
     /// The last picture kept (nil before the first).
-    public func latest() -> Frame? {
-        lock.lock()
-        defer { lock.unlock() }
-        return picture
-    }
+    public func latest() -> Frame? { kept.withLock { $0.picture } }
 }
 
 extension PipelineRun {

@@ -44,6 +44,13 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             outlet?.wake()
         }
 
+        /// `question` runs with the node on its own thread, at its next turn (a control command it answers).
+        func ask(_ question: @escaping (any Node) -> Void) {
+            changes.ask(question)
+            inbox.poke()
+            outlet?.wake()
+        }
+
         func applyChanges() { changes.apply(to: node, outlet) }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What a running pipeline has counted, node by node and edge by edge, typed: `/metrics`,
 /// `ctl NAME graph` and the status line read it.
@@ -75,23 +76,23 @@ extension PipelineRun {
 }
 
 /// Buffers a second per node output, from the counts of the last few stats intervals.
-final class EmissionRates: @unchecked Sendable {
-    private let lock = NSLock()
-    private var samples: [(wall: Double, counts: [String: [Int]])] = []
+/// Sampled by the run's thread, read by whoever asks for the graph (control, the page).
+final class EmissionRates: Sendable {
+    private let samples = Mutex<[(wall: Double, counts: [String: [Int]])]>([])
 
     func sample(_ run: PipelineRun) {
         var counts: [String: [Int]] = [:]
         for r in run.runners { counts[r.name] = r.outlet.stats.counts }
-        lock.lock()
-        samples.append((run.clock, counts))
-        // Three seconds' window: steady enough to read, recent enough to show a stall.
-        while samples.count > 2, let first = samples.first, run.clock - first.wall > 3 { samples.removeFirst() }
-        lock.unlock()
+        let now = run.clock
+        samples.withLock { samples in
+            samples.append((now, counts))
+            // Three seconds' window: steady enough to read, recent enough to show a stall.
+            while samples.count > 2, let first = samples.first, now - first.wall > 3 { samples.removeFirst() }
+        }
     }
 
     func perSecond() -> [String: [Double]] {
-        lock.lock()
-        defer { lock.unlock() }
+        let samples = samples.withLock { $0 }
         guard let first = samples.first, let last = samples.last, last.wall > first.wall else { return [:] }
         var out: [String: [Double]] = [:]
         for (name, now) in last.counts {

@@ -3,8 +3,8 @@ import Foundation
 
 /// Keeps the last `window` of encoded media in memory (ReplayKit's rolling clips); on
 /// `avgraph ctl PIPELINE clip save PATH` writes that window as an MP4 that starts on a
-/// keyframe. Saving happens on the control thread from references to the held packets, so
-/// the pipeline runs on undisturbed while the file is written.
+/// keyframe. Saving happens on the node's own thread (the command is asked like a live change),
+/// from references to the held packets; what arrives meanwhile waits in the sink's queue.
 public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory {
     public static let typeName = "clips"
     public static let summary = "keep the last seconds of encoded media in memory; write them as an MP4 on request"
