@@ -4,7 +4,7 @@ import Foundation
 /// `publisher` as a source: the stream `avgraph serve` admitted for this run (one publisher,
 /// RTMP or SRT), relayed on standard input. A serve template's source. Same outputs, clock,
 /// reconnect, `idle` and events as the `rtmp` and `srt` sources.
-public final class PublisherSourceNode: Source, Node, LiveSource, @unchecked Sendable {
+public final class PublisherSourceNode: Source, Node, LiveSource {
     public static let typeName = "publisher"
     public static let summary = "the live stream avgraph serve admitted for this run (RTMP or SRT), decoded"
     public static let outputs = NetworkSourceOptions.outputs
