@@ -73,6 +73,8 @@ final class ConformanceTests: XCTestCase {
             "srt source": .init(registry.resolve("srt", hasInputs: false)!, options: "url: srt://127.0.0.1:\(try LoopbackPort.free()), listen: true",
                                 produceLimit: 10, expectsOutput: false),
         ]
+        // Its relay is standard input: an open pipe nobody writes to, as a run whose publisher has not sent yet.
+        c["publisher"] = .init(t("publisher"), options: "idle: 30s", produceLimit: 10, expectsOutput: false)
         if let display { c["screen"] = .init(t("screen"), options: "display: \"\(display)\", region: \"0,0,320x240\", duration: 1s", realtime: true, countTolerance: 0.1) }
         return c
     }
@@ -84,6 +86,8 @@ final class ConformanceTests: XCTestCase {
         let display = try? XDisplay()
         defer { display?.stop() }
         let cases = try self.cases(dir, display: display?.name)
+        let relay = try QuietStandardInput()
+        defer { relay.restore() }
         let types = registry.variants.values.flatMap { $0 }
         var checked = 0
         for type in types {
@@ -168,5 +172,31 @@ final class XDisplay {
     func stop() {
         server.terminate()
         server.waitUntilExit()
+    }
+}
+
+/// Standard input replaced by a pipe whose writing end stays open and silent (what the `publisher`
+/// source reads before serve relays anything), with the variable that says a relay is there;
+/// `restore()` puts both back.
+final class QuietStandardInput {
+    private let saved: Int32
+    private let writer: Int32
+    private let variable = PublisherSourceNode.environment
+
+    init() throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw MediaError("pipe: \(String(cString: strerror(errno)))") }
+        saved = dup(STDIN_FILENO)
+        dup2(fds[0], STDIN_FILENO)
+        close(fds[0])
+        writer = fds[1]
+        setenv(variable, "stdin", 1)
+    }
+
+    func restore() {
+        unsetenv(variable)
+        dup2(saved, STDIN_FILENO)
+        close(saved)
+        close(writer)
     }
 }
