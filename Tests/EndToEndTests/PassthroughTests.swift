@@ -111,10 +111,11 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(startGap(b), startGap(a), accuracy: 0.05, "audio against video as the publisher sent them")
     }
 
-    /// The same splice pushed over RTMP into nginx-rtmp: one sequence header holds both
-    /// encoders' parameter sets, so what nginx records is the publisher's packets with our card
-    /// spans between, and players decode across every splice.
-    func testPushedToNginxRtmpThePlayersDecodeAcrossEverySplice() throws {
+    /// The same splice pushed over RTMP into nginx-rtmp and written as HLS: one sequence header
+    /// (one init segment) holds both encoders' parameter sets, so what nginx records and the HLS
+    /// rendition are the publisher's packets with our card spans between, and players decode
+    /// across every splice.
+    func testPushedToNginxRtmpAndHlsThePlayersDecodeAcrossEverySplice() throws {
         try XCTSkipUnless(NginxRtmp.isAvailable, "nginx with libnginx-mod-rtmp is not installed (scripts/setup installs it)")
         let dir = CLI.scratch()
         let flv = dir + "/phone.flv"
@@ -131,6 +132,7 @@ final class PassthroughTests: XCTestCase {
           video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
           audio:   {type: aac, in: src.audio}
           live:    {type: rtmp, in: [video, audio], url: "\(nginx.url("spliced"))"}
+          hls:     {type: hls, in: [video, audio], path: hls/master.m3u8, segment: 2s, window: all}
         """, to: dir + "/p.pipe")
         var env = ProcessInfo.processInfo.environment
         env["AVGRAPH_KEYS"] = nil
@@ -145,6 +147,10 @@ final class PassthroughTests: XCTestCase {
         let recorded = try XCTUnwrap(nginx.sessions.last, "nginx recorded nothing")
         try assertSpliced(recorded, source: flv, switches: switches, pictures: seconds * 30)
         try assertPlaysEverywhere(recorded, pictures: seconds * 30, browser: false)
+        // The hls sink: one rendition, the phone's own, cut at its keyframes (fMP4 segments).
+        let playlist = dir + "/hls/1280p/index.m3u8"
+        try assertSpliced(playlist, source: flv, switches: switches, pictures: seconds * 30)
+        XCTAssertEqual(try HlsWitness.decode(playlist).errors, "", "ffmpeg plays the HLS across every splice")
     }
 
     /// Packets: the recording's picture k is the publisher's picture k; every picture outside
