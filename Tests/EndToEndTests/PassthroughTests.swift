@@ -111,6 +111,23 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(startGap(b), startGap(a), accuracy: 0.05, "audio against video as the publisher sent them")
     }
 
+    /// What cannot splice is refused by `check`, naming the option.
+    func testCheckRefusesWhatCannotSplice() throws {
+        let dir = CLI.scratch()
+        for (extra, words) in [("bframes: 2", "no B-frames"), ("keyframes: fixed", "cannot also be fixed"), ("tune: film", "zerolatency tuning")] {
+            CLI.write("""
+            pipeline: refused
+            nodes:
+              src:   {type: rtmp, listen: true, size: 720x1280, url: "rtmp://127.0.0.1:1935/live/phone"}
+              video: {type: h264, in: src.video, passthrough: auto, \(extra)}
+              out:   {type: file, in: [video], path: out.mp4}
+            """, to: dir + "/refused.pipe")
+            let check = try CLI.run(["check", dir + "/refused.pipe"])
+            XCTAssertEqual(check.status, 1, extra)
+            XCTAssertTrue((check.stdout + check.stderr).contains(words), "\(extra): \(check.stdout) \(check.stderr)")
+        }
+    }
+
     /// The same splice pushed over RTMP into nginx-rtmp and written as HLS: one sequence header
     /// (one init segment) holds both encoders' parameter sets, so what nginx records and the HLS
     /// rendition are the publisher's packets with our card spans between, and players decode
