@@ -14,6 +14,8 @@ let package = Package(
         .library(name: "AVGraphNodes", targets: ["AVGraphNodes"]),
         // Test support for node authors (NodeHarness, TestMedia, the conformance verifier): not in the shipped library.
         .library(name: "AVGraphTesting", targets: ["AVGraphTesting"]),
+        // A pipeline as a swift-service-lifecycle `Service`: its own library, so the core does not depend on it.
+        .library(name: "AVGraphService", targets: ["AVGraphService"]),
         .executable(name: "avgraph", targets: ["avgraph"]),
         // Example plugins: loadable node libraries (see docs/WRITING-NODES.md).
         .library(name: "AVGraphWatermark", type: .dynamic, targets: ["AVGraphWatermark"]),
@@ -32,6 +34,9 @@ let package = Package(
         // TLS (rtmps://, --http-tls) from swift-nio-ssl's BoringSSL.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // `PipelineService` and the RecordServer example only (it brings swift-log and swift-async-algorithms).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         .systemLibrary(
@@ -62,7 +67,16 @@ let package = Package(
             dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             linkerSettings: hostExportsAVGraph
         ),
+        .target(name: "AVGraphService", dependencies: [
+            "AVGraph", "AVGraphNodes", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .executableTarget(name: "PushExample", dependencies: ["AVGraph", "AVGraphNodes"], path: "Examples/PushExample"),
+        .executableTarget(name: "RecordServer", dependencies: [
+            "AVGraph", "AVGraphNodes", "AVGraphService", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ], path: "Examples/RecordServer"),
         .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"],
                     exclude: ["Fixtures"], linkerSettings: hostExportsAVGraph),
         .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),

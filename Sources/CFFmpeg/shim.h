@@ -16,6 +16,7 @@ static inline int avg_avdevice_major(void) { return LIBAVDEVICE_VERSION_MAJOR; }
 #include <libavutil/audio_fifo.h>
 #include <libavutil/channel_layout.h>
 #include <libavutil/display.h>
+#include <libavutil/hmac.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
 #include <libavutil/pixdesc.h>
@@ -58,6 +59,8 @@ static inline long avg_peer_uid(int fd) {
 /* x264 asks for transparent huge pages on its big buffers (madvise), which rounds each one up
    to whole 2 MB pages: tens of MB of resident memory a live encoder never touches. */
 static inline int avg_disable_transparent_hugepages(void) { return prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0); }
+// Names the calling thread (the kernel keeps 15 bytes): what top, perf and /proc/PID/task/*/comm show.
+static inline void avg_name_this_thread(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 
 /* ---- recording group (issue 14): a mapped input that shrinks must not kill the process ----
    Touching a page of a file mapping past the file's end raises SIGBUS, on whichever thread reads

@@ -10,7 +10,7 @@ struct AVGraphCommand: ParsableCommand {
         commandName: "avgraph",
         abstract: "Run audio/video pipelines described as a graph of nodes in a .pipe file.",
         version: AVGraphVersion.long,
-        subcommands: [RunCommand.self, CheckCommand.self, InspectCommand.self, CtlCommand.self, FeedCommand.self]
+        subcommands: [RunCommand.self, CheckCommand.self, InspectCommand.self, CtlCommand.self, FeedCommand.self, ServeCommand.self]
     )
 
     /// ArgumentParser exits 64 on usage errors; docs/PIPE-FORMAT.md promises 2.

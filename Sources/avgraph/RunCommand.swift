@@ -22,6 +22,10 @@ struct RunCommand: ParsableCommand {
     @Option(name: .customLong("set"), help: "Override an option: NODE.OPTION=VALUE (repeatable).")
     var sets: [String] = []
 
+    @Option(name: .customLong("placeholder"), help: ArgumentHelp("Put VALUE for {NAME} in the file (avgraph serve gives its runs key, app, session and start): NAME=VALUE (repeatable).",
+                                                                  valueName: "name=value"))
+    var placeholders: [String] = []
+
     @OptionGroup var pluginOptions: PluginOptions
 
     @OptionGroup var logging: LoggingOptions
@@ -111,7 +115,7 @@ struct RunCommand: ParsableCommand {
     func run() throws {
         var checker = Checker(registry: try pluginOptions.registry(), overrides: try parseOverrides(sets))
         checker.loadsFilePlugins = true  // running a file means trusting it; its plugins are checked for ownership and mode
-        var checked = checker.check(path: file)
+        var checked = placeholders.isEmpty ? checker.check(path: file) : try checkTemplate(checker)
         if let duration, let d = ValueSyntax.duration(duration) { checked.settings.duration = d }
         if let name { checked.settings.name = name }
         if let control { checked.settings.control = control }
@@ -191,6 +195,22 @@ struct RunCommand: ParsableCommand {
         status.finish()
         let code = reporter.finish(failed: failure)
         if code != 0 { throw ExitCode(code) }
+    }
+
+    /// The file with its placeholders filled in, checked as if it were the file itself (its
+    /// relative paths still relative to its folder).
+    private func checkTemplate(_ checker: Checker) throws -> CheckedPipeline {
+        var values: [String: String] = [:]
+        for p in placeholders {
+            guard let eq = p.firstIndex(of: "="), TemplatePlaceholders.names.contains(String(p[..<eq])) else {
+                throw ValidationError("--placeholder takes NAME=VALUE with NAME one of \(TemplatePlaceholders.names.joined(separator: ", ")), got '\(p)'")
+            }
+            values[String(p[..<eq])] = String(p[p.index(after: eq)...])
+        }
+        guard let text = FileManager.default.contents(atPath: file).flatMap({ String(data: $0, encoding: .utf8) }) else {
+            return checker.check(path: file)
+        }
+        return checker.check(contents: Data(TemplatePlaceholders.fill(text, values).utf8), path: file)
     }
 
     /// `CERT,KEY` of --http-tls.

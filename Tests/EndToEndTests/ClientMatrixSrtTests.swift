@@ -55,10 +55,15 @@ final class ClientMatrixSrtTests: XCTestCase {
         }
     }
 
-    /// Known short: GStreamer's first half second of video does not come through (5.53 s of video
-    /// and 5.48 s of audio recorded, the first flash 234 ms after its beep or missing; the rest
-    /// on its beeps). Not found yet whether srtsink sends before its connection is up or avgraph's
-    /// demuxer loses the first GOP; runs with AVGRAPH_TEST_GSTREAMER_SRT=1.
+    /// Known short, and mostly GStreamer's own end: what srtsink sends, received by libsrt's own
+    /// srt-live-transmit into a file (`srt-live-transmit "srt://:PORT?mode=listener" file://con`,
+    /// the same pipeline publishing this clip as MPEG-TS), is 165 of its 180 pictures, the last at
+    /// pts 6.888 s against 7.388 s in the file it read, and 5.10 s of its 5.82 s of audio: its
+    /// start is whole, its last half second never sent (it closes at EOS with that still queued;
+    /// `tsparse set-timestamps=true ! filesink` passes all 180). avgraph records that: 5.5 s of
+    /// video, 5.504 s of audio. Not understood yet: in avgraph's recording the first beep (0.5 s)
+    /// is silent and the flash at 1.5 s missing, the rest on their beeps (0 ms). So this row runs
+    /// only with AVGRAPH_TEST_GSTREAMER_SRT=1 and still fails there on its 6 s and its sync.
     func testGStreamerSrtsink() throws {
         try XCTSkipUnless(ProcessInfo.processInfo.environment["AVGRAPH_TEST_GSTREAMER_SRT"] == "1",
                           "GStreamer's first 0.5 s of video is lost: see the comment")

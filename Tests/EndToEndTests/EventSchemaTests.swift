@@ -123,6 +123,7 @@ final class EventSchemaTests: XCTestCase {
                                    reason: "ended", seconds: 8, packets: 600)), node: "src"),
             Event(.idle(.init(seconds: 3, url: "rtmp://h/live/***")), node: "src"),
             Event(.uploaded(.init(path: "/tmp/a.mp4", url: "https://h/a.mp4", status: 201, bytes: 10, attempts: 1, seconds: 0.5)), node: "out"),
+            Event(.recording(.init(path: "/tmp/a-002.mp4", part: 2, seconds: 10.0, bytes: 1000, frames: 300, finalized: true)), node: "out"),
             Event(.custom(.init("ducking", mediaTime: 1, ["on": .bool(true)])), node: "duck"),
         ]
         XCTAssertEqual(samples.map(\.kind.name).sorted(), Event.Kind.names, "a sample for every kind")

@@ -54,10 +54,24 @@ final class PublisherVanishTests: XCTestCase {
         }
     }
 
-    /// Both tracks at the last media (`seconds`), within a frame of each other; prints them.
+    /// Where each track ends on the recording's timeline (its start plus its duration): ffprobe's
+    /// `duration` alone is a track's span from its own first frame, and a publisher's first
+    /// picture lands on the frame grid up to a frame after its first sound.
+    static func ends(_ path: String) throws -> (video: Double, audio: Double) {
+        func end(_ stream: String) throws -> Double {
+            let s = try CLI.shell(["ffprobe", "-v", "error", "-select_streams", "\(stream):0", "-show_entries", "stream=start_time,duration",
+                                   "-of", "csv=p=0", path])
+            let fields = s.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",").compactMap { Double($0) }
+            return fields.count == 2 ? fields[0] + fields[1] : -1
+        }
+        return (try end("v"), try end("a"))
+    }
+
+    /// Both tracks end at the last media (`seconds`), within a frame of each other; prints where.
     static func assertEndsAtLastMedia(_ path: String, _ seconds: Double, _ what: String, file: StaticString = #filePath, line: UInt = #line) throws {
-        let d = try RecordingEndTests.durations(path)
-        print("\(what): video \(d.video) s, audio \(d.audio) s, |video - audio| \(String(format: "%.3f", abs(d.video - d.audio))) s")
+        let d = try ends(path)
+        print("\(what): video ends at \(String(format: "%.3f", d.video)) s, audio at \(String(format: "%.3f", d.audio)) s, "
+              + "|video - audio| \(String(format: "%.3f", abs(d.video - d.audio))) s")
         XCTAssertEqual(d.video, seconds, accuracy: 0.2, "\(what): video ends at the last media", file: file, line: line)
         XCTAssertEqual(d.audio, seconds, accuracy: 0.2, "\(what): audio ends at the last media", file: file, line: line)
         XCTAssertEqual(d.video, d.audio, accuracy: 0.04, "\(what): video and audio end together", file: file, line: line)
@@ -68,23 +82,11 @@ final class PublisherVanishTests: XCTestCase {
         run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }.joined(separator: "\n") + run.stderr
     }
 
-    /// The end-at-last-media figures are not yet reliable: on main after the merge of the
-    /// listeners (NIO, the FLV reader, restream) the same code that held them within 0.04 s on its
-    /// own branch measured, run alone on a quiet machine, SRT killed 6.0/6.016, 6.133/6.016 and
-    /// 6.0/9.45 s; RTMP stalled 6.067/6.114; srt-live-transmit 5.9/5.942. A race between the
-    /// silence mark and the mixer's wait for bursty audio, not found yet: these run only with
-    /// AVGRAPH_VANISH_TESTS=1 until it is (issue 37).
-    static func skipUnlessAsked() throws {
-        try XCTSkipUnless(ProcessInfo.processInfo.environment["AVGRAPH_VANISH_TESTS"] == "1",
-                          "racy on main (see PublisherVanishTests.skipUnlessAsked); AVGRAPH_VANISH_TESTS=1 runs it")
-    }
-
     /// An SRT phone that loses its network after 6 s of media: nothing closes, the source only
     /// knows from the silence (its `timeout`, 5 s), and the run ends `idle` (4 s) after that.
     /// ffmpeg is killed (SIGKILL) 5.5 s after the source says it connected: the source says so
     /// once it has probed the stream, about 0.5 s of media after the first.
     func testSrtPublisherKilledAt6sEndsBothTracksAtItsLastMedia() throws {
-        try Self.skipUnlessAsked()
         let dir = CLI.scratch()
         let clip = dir + "/clip.mp4"
         try FlashBeep.makeClip(clip, seconds: 10)
@@ -104,7 +106,6 @@ final class PublisherVanishTests: XCTestCase {
     /// An RTMP phone whose app freezes at 6 s (SIGSTOP: the TCP connection stays open, nothing
     /// comes), then dies 3 s later.
     func testRtmpPublisherStalledAt6sThenKilledEndsBothTracksAtItsLastMedia() throws {
-        try Self.skipUnlessAsked()
         let dir = CLI.scratch()
         let clip = dir + "/clip.mp4"
         try FlashBeep.makeClip(clip, seconds: 10)
@@ -127,7 +128,6 @@ final class PublisherVanishTests: XCTestCase {
     /// and stopped once its input ends (it does not end by itself: SIGINT, exit 0): the recording
     /// is the 6 s, decoded without a corrupt packet.
     func testSrtLiveTransmitPublishing6sIsRecordedWholeAndEndsAtItsLastMedia() throws {
-        try Self.skipUnlessAsked()
         let dir = CLI.scratch()
         let clip = dir + "/clip.mp4"
         try FlashBeep.makeClip(clip, seconds: 10)
@@ -186,8 +186,8 @@ final class PublisherVanishTests: XCTestCase {
         XCTAssertEqual(second.terminationStatus, 0)
         XCTAssertEqual(run.waitForExit(timeout: 40), 0, run.stderr)
         let path = dir + "/out.mp4"
-        let d = try RecordingEndTests.durations(path)
-        print("SRT publisher back after its gap: video \(d.video) s, audio \(d.audio) s")
+        let d = try Self.ends(path)
+        print("SRT publisher back after its gap: video ends at \(String(format: "%.3f", d.video)) s, audio at \(String(format: "%.3f", d.audio)) s")
         XCTAssertEqual(d.video, d.audio, accuracy: 0.04, "the gap is held in both tracks")
         XCTAssertGreaterThan(d.video, 8, "4 s, the gap, 3 s")
         let m = try FlashBeep.measure(path)

@@ -4,7 +4,7 @@ import AVGraph
 import AVGraphTesting
 import CFFmpeg
 
-final class DimNode: Filter, Node, @unchecked Sendable {
+final class DimNode: Filter, Node {
     // The contract: what `check` and `inspect` know before anything runs.
     static let typeName = "dim"
     static let summary = "darkens the picture"

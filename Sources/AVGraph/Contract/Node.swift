@@ -102,7 +102,7 @@ public struct NodeSetup: Sendable {
 /// made by the one thread that runs the node (SwiftNIO's handler: the pipeline owns threads
 /// and order, the node owns one concern). A node type is a subclass of its role, `Source`,
 /// `Filter` or `Sink`, which holds the hooks the runtime calls for that role.
-public protocol Node: NodeHooks {
+public protocol Node: NodeHooks, SendableMetatype {
     /// The name written as `type:` in a `.pipe` file.
     static var typeName: String { get }
     static var summary: String { get }

@@ -18,7 +18,9 @@ public enum NodeRole: String, Sendable {
 
 /// The hooks every role has. Every call comes from the one thread that runs the node, with its
 /// outlet: the one context a node emits on, stamps events with and reads the clock from.
-open class NodeHooks: @unchecked Sendable {
+/// Not `Sendable`: a node's state is its thread's, so a node class needs no lock and no
+/// `@unchecked Sendable` of its own; what it shares with other threads it keeps in a type that is.
+open class NodeHooks {
     public init() {}
 
     /// Every input ended, the source reached its end, or the run stops: flush and finalize.
@@ -39,7 +41,7 @@ open class NodeHooks: @unchecked Sendable {
 
 /// A node that makes media (a file, a generator, a socket): the runtime calls `produce` until
 /// it returns false or the run stops, then `finish`.
-open class Source: NodeHooks, @unchecked Sendable {
+open class Source: NodeHooks {
     /// Make the next media and emit it; false at the end of the stream.
     open func produce(_ out: Outlet) throws -> Bool { throw Self.missing("produce(_:)", self) }
 
@@ -54,11 +56,19 @@ open class Source: NodeHooks, @unchecked Sendable {
 }
 
 /// The hooks of a node with inputs: buffers arrive, inputs end, realtime runs tick it.
-open class Consumer: NodeHooks, @unchecked Sendable {
+open class Consumer: NodeHooks {
     /// One buffer arrived on input connection `input` (an index into `setup.inputs`).
     open func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws { throw Self.missing("receive(_:input:_:)", self) }
-    /// Realtime runs: called at least every few tens of milliseconds, so a node can emit on the clock.
-    open func tick(_ out: Outlet) throws {}
+    /// Realtime runs: called every `tickInterval` seconds, so a node can emit on the clock.
+    /// A node that does not override it is called once, then never again.
+    open func tick(_ out: Outlet) throws { ticks = false }
+    /// Realtime runs: seconds between `tick`s, the node's own deadlines; nil: never ticked, its
+    /// thread sleeps until media, an input's end, a live change or the run's stop wakes it.
+    /// Asked on the node's thread before each wait. The default: every 20 ms for a node that
+    /// overrides `tick`, nil once the first tick showed that it does not.
+    open var tickInterval: Double? { ticks ? 0.02 : nil }
+    /// Cleared by the base `tick`: the node has no deadlines of its own.
+    private var ticks = true
     /// An input reached its end.
     open func inputEnded(_ input: Int, _ out: Outlet) throws {}
 
@@ -67,13 +77,13 @@ open class Consumer: NodeHooks, @unchecked Sendable {
 }
 
 /// A node that receives media and emits media (a scaler, an encoder, a mixer).
-open class Filter: Consumer, @unchecked Sendable {
+open class Filter: Consumer {
     /// Whether the node wants more from input `input` now (a mixer holds back an input that runs ahead).
     open func wantsInput(_ input: Int) -> Bool { true }
 }
 
 /// A node that receives media and finishes it (a file, a stream, a counter): it has no outputs.
-open class Sink: Consumer, @unchecked Sendable {
+open class Sink: Consumer {
     @available(*, deprecated, message: "a sink takes every input as it comes: only a Filter holds one back")
     public final func wantsInput(_ input: Int) -> Bool { true }
 }

@@ -37,7 +37,8 @@ public struct UploadTarget: Sendable, Equatable {
         for e in entries {
             switch e.key {
             case "url":
-                guard let s = e.value.scalar, let u = URLComponents(string: s), ["http", "https"].contains(u.scheme?.lowercased() ?? ""),
+                // `{part}` stands for a split recording's part number (the `file` sink puts it in).
+                guard let s = e.value.scalar, let u = URLComponents(string: s.replacingOccurrences(of: "{part}", with: "001")), ["http", "https"].contains(u.scheme?.lowercased() ?? ""),
                       u.host?.isEmpty == false else {
                     throw ValueProblem(message: "upload url must be http:// or https:// with a host, got \(e.value.shown)", at: e.value.location)
                 }

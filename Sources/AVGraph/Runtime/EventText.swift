@@ -15,7 +15,7 @@ extension Event {
         case .warning: .warning
         case .stats, .level: .debug
         case .start, .control, .paused, .resumed, .stopping, .eos, .applied, .latency, .passthrough, .listening, .producer,
-             .dropped, .reconnecting, .reconnected, .bitrate, .disconnected, .null, .publisher, .idle, .uploaded, .custom: .info
+             .dropped, .reconnecting, .reconnected, .bitrate, .disconnected, .null, .publisher, .idle, .uploaded, .recording, .custom: .info
         }
     }
 
@@ -50,6 +50,8 @@ extension Event {
             return p.state == .connected ? "publisher \(p.peer) connected (session \(p.session))"
                 : "publisher \(p.peer) gone (session \(p.session))\(p.reason.map { ": " + $0 } ?? "")"
         case .idle(let p): return "no publisher on \(p.url) for \(s(p.seconds)): ending"
+        case .recording(let p):
+            return "\(p.finalized ? "finalized" : "left as recorded:") \(p.path) (part \(p.part)): \(s(p.seconds)), \(p.frames) frames, \(p.bytes) bytes"
         case .uploaded(let p): return "uploaded \(p.path) to \(p.url): HTTP \(p.status), \(p.bytes) bytes, attempt \(p.attempts)"
         case .custom(let p):
             let values = p.values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.text)" }.joined(separator: " ")

@@ -54,6 +54,7 @@ public struct Event: Sendable, Codable {
         case publisher(Publisher)
         case idle(Idle)
         case uploaded(Uploaded)
+        case recording(Recording)
         case custom(Custom)
 
         /// The payload, for encoding and the `event` name.
@@ -83,6 +84,7 @@ public struct Event: Sendable, Codable {
             case .publisher(let p): p
             case .idle(let p): p
             case .uploaded(let p): p
+            case .recording(let p): p
             case .custom(let p): p
             }
         }
@@ -116,6 +118,7 @@ public struct Event: Sendable, Codable {
             Publisher.eventName: { .publisher(try Publisher(from: $0)) },
             Idle.eventName: { .idle(try Idle(from: $0)) },
             Uploaded.eventName: { .uploaded(try Uploaded(from: $0)) },
+            Recording.eventName: { .recording(try Recording(from: $0)) },
             Custom.eventName: { .custom(try Custom(from: $0)) },
         ]
 
@@ -185,6 +188,8 @@ public final class EventLog: @unchecked Sendable {
     private var output: Output
     private var listeners: [(id: Int, f: @Sendable (Event, String) -> Void)] = []
     private var nextID = 0
+    /// The run's `eos` was delivered: streams made from now on end at once.
+    private var ended = false
     private let delivery = DispatchQueue(label: "avgraph.events")
     public let started = Date()
 
@@ -208,10 +213,21 @@ public final class EventLog: @unchecked Sendable {
         lock.unlock()
     }
 
-    /// The events from now on, as an async sequence; it ends when the consumer stops iterating.
+    /// The events from now on, as an async sequence: it ends after the run's `eos` (at once when the
+    /// run has already ended), or when the consumer stops iterating.
     public func stream() -> AsyncStream<Event> {
         AsyncStream { continuation in
-            let token = onEvent { continuation.yield($0) }
+            lock.lock()
+            guard !ended else {
+                lock.unlock()
+                continuation.finish()
+                return
+            }
+            let token = addUnlocked { event, _ in
+                continuation.yield(event)
+                if case .eos = event.kind { continuation.finish() }
+            }
+            lock.unlock()
             continuation.onTermination = { [weak self] _ in self?.removeListener(token) }
         }
     }
@@ -219,6 +235,10 @@ public final class EventLog: @unchecked Sendable {
     private func add(_ f: @escaping @Sendable (Event, String) -> Void) -> ListenerToken {
         lock.lock()
         defer { lock.unlock() }
+        return addUnlocked(f)
+    }
+
+    private func addUnlocked(_ f: @escaping @Sendable (Event, String) -> Void) -> ListenerToken {
         nextID += 1
         listeners.append((nextID, f))
         return ListenerToken(id: nextID)
@@ -261,6 +281,8 @@ public final class EventLog: @unchecked Sendable {
         lock.lock()
         let targets = listeners
         let json = output == .json
+        // Read with `listeners`: a stream made after this sees `ended`, one made before gets the `eos`.
+        if case .eos = event.kind { ended = true }
         lock.unlock()
         if json && !StandardStreams.write(line + "\n") {
             // A closed stdout (`| head -1`) ends the printed stream, not the run.
@@ -270,6 +292,12 @@ public final class EventLog: @unchecked Sendable {
         }
         for l in targets { l.f(event, line) }
     }
+}
+
+/// `for await event in log`: the events from now on, until the run's `eos` (`stream()`).
+extension EventLog: AsyncSequence {
+    public typealias Element = Event
+    public func makeAsyncIterator() -> AsyncStream<Event>.Iterator { stream().makeAsyncIterator() }
 }
 
 /// Resident memory of this process, from /proc (the figure a phone's memory ceiling counts).

@@ -35,6 +35,7 @@ final class Inbox: @unchecked Sendable {
         case item(Int, MediaBuffer)
         case ended(Int)
         case allEnded
+        /// The deadline passed, or `poke` asked the consumer to look at something else (a change).
         case timeout
     }
 
@@ -109,6 +110,16 @@ final class Inbox: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Ends the consumer's current wait in `next` (with `.timeout`) even though nothing arrived:
+    /// a live change waits for it, and a node without deadlines otherwise sleeps until media comes.
+    func poke() {
+        condition.lock()
+        poked = true
+        condition.broadcast()
+        condition.unlock()
+    }
+    private var poked = false
+
     func close() {
         condition.lock()
         closed = true
@@ -148,6 +159,10 @@ final class Inbox: @unchecked Sendable {
                 return .ended(i)
             }
             if lanes.allSatisfy({ $0.endDelivered }) { return .allEnded }
+            if poked {
+                poked = false
+                return .timeout
+            }
             if let deadline {
                 if !condition.wait(until: deadline) { return .timeout }
             } else {

@@ -1,6 +1,6 @@
 import Foundation
 
-// Event payloads of the network sources (`rtmp`, `srt` without `in:`) and the `file` sink's upload.
+// Event payloads of the network sources (`rtmp`, `srt` without `in:`) and the `file` sink (its files and their upload).
 
 extension Event {
     /// A network source's publisher connected or went (`reason`, and how long and how many packets on `disconnected`).
@@ -41,6 +41,22 @@ extension Event {
         public var seconds: Double
         public init(path: String, url: String, status: Int, bytes: Int, attempts: Int, seconds: Double) {
             self.path = path; self.url = url; self.status = status; self.bytes = bytes; self.attempts = attempts; self.seconds = seconds
+        }
+    }
+
+    /// A `file` sink closed a file: the one file of a sink, or one `split` part (`part`, from 1).
+    /// `finalized` is false when the file stays as recorded because its clean end failed (it plays
+    /// up to its last complete fragment). `seconds` is media time; `frames` counts video pictures.
+    public struct Recording: EventPayload {
+        public static let eventName = "recording"
+        public var path: String
+        public var part: Int
+        public var seconds: Double
+        public var bytes: Int
+        public var frames: Int
+        public var finalized: Bool
+        public init(path: String, part: Int, seconds: Double, bytes: Int, frames: Int, finalized: Bool) {
+            self.path = path; self.part = part; self.seconds = seconds; self.bytes = bytes; self.frames = frames; self.finalized = finalized
         }
     }
 }

@@ -35,9 +35,7 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
 
         func enqueueChange(_ option: String, _ value: OptionValue, done: @escaping (Error?) -> Void) {
             changes.enqueue(option, value, done: done)
-            inbox.condition.lock()
-            inbox.condition.broadcast()
-            inbox.condition.unlock()
+            inbox.poke()
             outlet?.wake()
         }
 

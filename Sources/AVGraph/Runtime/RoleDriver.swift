@@ -1,13 +1,15 @@
+import CFFmpeg
 import Foundation
 
 /// How the runtime drives each role on the node's own thread: a source is asked to produce
 /// until it ends or the run stops; a filter or sink is handed what its inbox holds, in order,
-/// and ticked on the realtime clock. Every role finishes the same way.
+/// and ticked on the realtime clock when it has deadlines. Every role finishes the same way.
 extension PipelineRun {
     /// One node's thread, from its first call to its end of stream on every output.
     func loop(_ r: NodeRunner) {
         let out = r.outlet!
         FFmpegLog.tag(node: r.name)
+        avg_name_this_thread(r.name)
         do {
             switch r.node {
             case let source as Source:
@@ -31,14 +33,18 @@ extension PipelineRun {
         out.endAll()
     }
 
-    /// A filter's or sink's loop: buffers and ends from its inbox, ticks on the realtime clock.
+    /// A filter's or sink's loop: buffers and ends from its inbox, and in a realtime run `tick`
+    /// at the node's own deadlines (`tickInterval`); a node without deadlines sleeps until its
+    /// inbox has something, a live change or stop wakes it.
     private func consume(_ r: NodeRunner, _ node: Consumer, _ out: Outlet) throws {
         let filter = node as? Filter
-        let tick: Double? = realtime ? 0.02 : nil
         var lastTick = clock
         loop: while true {
             r.applyChanges()
-            switch r.inbox.next(wants: { filter?.wantsInput($0) ?? true }, timeout: tick) {
+            // Asked each time: the node may learn (at its first tick) that it has no deadlines.
+            let interval = realtime ? node.tickInterval : nil
+            let timeout = interval.map { max(0, lastTick + $0 - clock) }
+            switch r.inbox.next(wants: { filter?.wantsInput($0) ?? true }, timeout: timeout) {
             case .item(let lane, let buffer):
                 if !out.hasOutputs { r.tally.count(buffer, kind: r.inbox.lanes[lane].kind) }
                 r.changes.apply(to: r.node, out, reaching: Double(buffer.time) / 1e6)
@@ -51,7 +57,7 @@ extension PipelineRun {
             case .timeout: break
             }
             // Realtime nodes act on the clock too (fps repeats during a stall, the mixer fills a late input).
-            if realtime, clock - lastTick >= 0.02 {
+            if let interval, clock - lastTick >= interval {
                 lastTick = clock
                 try node.tick(out)
                 r.changes.settle(out)

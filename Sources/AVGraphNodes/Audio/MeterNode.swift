@@ -4,7 +4,7 @@ import Foundation
 
 /// Passes audio through untouched (the same frame reference) and reports its level: every
 /// `interval` of media, a `level` event with RMS and peak in dBFS per channel.
-public final class MeterNode: Filter, Node, @unchecked Sendable {
+public final class MeterNode: Filter, Node {
     public static let typeName = "meter"
     public static let summary = "passes audio through and emits level events (rms, peak in dBFS per channel)"
     public static let inputs = [PadSpec("in", [.rawAudio])]

@@ -11,7 +11,7 @@ import Foundation
 /// little behind wall time, filling inputs that lag with silence. A look-ahead limiter
 /// (PeakLimiter) holds the mix's true peak under `ceiling`, with room for a lossy encoder's
 /// overshoot; it delays the signal by a few ms internally, never its timestamps.
-public final class MixerNode: Filter, Node, @unchecked Sendable {
+public final class MixerNode: Filter, Node {
     public static let typeName = "mixer"
     public static let summary = "mixes audio inputs aligned by timestamp; silence for late or paused inputs; true-peak limiter"
     public static let inputs = [PadSpec("in", [.rawAudio], variadic: true, doc: "audio of any rate, channel count and sample format")]

@@ -5,7 +5,7 @@ import Foundation
 /// Changes any of sample rate, channel count and sample format (swresample); what is not given
 /// passes through. Output pts continue from the first input pts by output sample count, and
 /// re-anchor when the input's timeline jumps (a gap stays a gap).
-public final class ResampleNode: Filter, Node, @unchecked Sendable {
+public final class ResampleNode: Filter, Node {
     public static let typeName = "resample"
     public static let summary = "converts sample rate, channel count and sample format"
     public static let inputs = [PadSpec("in", [.rawAudio])]

@@ -5,7 +5,7 @@ import Foundation
 /// `LivePipeline.appSource(named:)` hands out the `AppSource` that pushes into this node.
 /// Pushing never waits: the buffer is copied once into a pooled frame and queued, or dropped
 /// by the `drop` policy when the queue is full. Media is stamped on the pipeline clock.
-public final class AppSourceNode: Source, Node, LiveSource, @unchecked Sendable {
+public final class AppSourceNode: Source, Node, LiveSource {
     public static let typeName = "app"
     public static let summary = "media pushed by Swift code in the same process (LivePipeline.appSource(named:))"
     public static let outputs = [

@@ -215,10 +215,16 @@ final class IngestEmitter {
     let anchorWait: Double
     /// Producer seconds to source-clock seconds, per session.
     private var anchor: (session: Int, offset: Double, onGrid: Bool)?
-    /// A session whose media came late after a silence and keeps its own times (see `place`).
-    private var lateSession: Int?
-    /// The item being emitted is of `lateSession`.
+    /// The item being emitted came late after a silence and keeps its own time (see `place`).
     private var emittingLate = false
+    /// The session whose producer was last taken as silent or gone: only its media can come late
+    /// (another session is a return).
+    private var silentSession: Int?
+    /// How far behind the clock media that comes after a silence mark may be and still be a
+    /// return (see `place`). Above a frame's and a burst's jitter; far below what the media held
+    /// when a connection ends comes late by (a network source's `timeout`, a clean close's
+    /// flush: 0.5 s and more).
+    static let lateness = 0.2
     /// A new session's items (audio) waiting for its first picture.
     private var waiting: [IngestQueue.Item] = []
     private var lastVideo = -1.0
@@ -235,10 +241,10 @@ final class IngestEmitter {
     /// Tagged on every frame emitted, so `fps` and `mixer` pad a gap only while the producer may return.
     let presence: ProducerPresence
 
-    /// `audioLag`: see `ProducerPresence.audioLag`.
-    init(hub: IngestHub, outputs: [StreamFormat], audioLag: Double = 0) {
+    /// `audioLag`, `silenceMark`: see `ProducerPresence`.
+    init(hub: IngestHub, outputs: [StreamFormat], audioLag: Double = 0, silenceMark: Double = 0) {
         self.hub = hub
-        presence = ProducerPresence(audioLag: audioLag)
+        presence = ProducerPresence(audioLag: audioLag, silenceMark: silenceMark)
         audioShapes = outputs.map { $0.kind == .rawAudio ? try? AudioShape($0) : nil }
         let rate = outputs.first { $0.kind == .rawVideo }?.frameRate.double ?? 0
         framePeriod = rate > 0 ? 1 / rate : 0
@@ -304,6 +310,7 @@ final class IngestEmitter {
     /// of its last media until media after the gap arrives.
     func producerLeft(_ out: Outlet) throws {
         try settle(out)
+        silentSession = anchor?.session
         presence.left(mediaEnd: emittedEnd)
     }
 
@@ -317,6 +324,7 @@ final class IngestEmitter {
     /// mixed. Once the producer is taken as gone (`producerLeft`), both go to the later end.
     func producerSilent() -> Bool {
         guard waiting.isEmpty else { return false }
+        silentSession = anchor?.session
         presence.left(mediaEnd: silentEdge)
         return true
     }
@@ -391,18 +399,19 @@ final class IngestEmitter {
     private func place(_ item: IngestQueue.Item, _ out: Outlet) throws {
         let arrival = arrivalClock(item, out)
         var t = arrival
+        emittingLate = false
         if let s = item.sourceTime, item.pad == 0, anchor?.session == item.session { try putOnGrid(s, out) }
         if let s = item.sourceTime, let a = anchor {
             t = s + a.offset
             // Media that was on its way when the producer fell silent (the last PES packet an
             // MPEG-TS demuxer holds, the pictures in the decoder's threads: out only when the
             // connection ends, seconds later) belongs after the last media, where its time puts
-            // it, and so does what follows it in that session. Anchored where it arrives, it
-            // would pad the seconds before the verdict into the recording.
-            if t < arrival - 1.0, presence.mediaEnd != nil || lateSession == item.session {
-                // (It is no return: the edge moves to its end, not to the clock.)
-                lateSession = item.session
-            } else if t < arrival - 1.0 || t > arrival + 10.0 {
+            // it. It is no return: the edge moves to its end, not to the clock. Taken as one,
+            // it would let `fps` and `mixer` pad up to the clock until the next silence mark,
+            // padding the seconds before the verdict into the recording. Late is measured
+            // against the clock, not `arrival`: a network reader stamps when media was sent.
+            emittingLate = presence.mediaEnd != nil && item.session == silentSession && t < out.sourceClock - Self.lateness
+            if !emittingLate && (t < arrival - 1.0 || t > arrival + 10.0) {
                 // A producer clock that fell far behind (or leapt ahead): anchor it again here.
                 anchor = nil
                 setAnchor(on: item, source: s, out)
@@ -416,14 +425,12 @@ final class IngestEmitter {
             let frame = item.frame
             frame.timeBase = Rational(1, 1_000_000)
             frame.pts = Int64((t * 1e6).rounded())
-            emittingLate = lateSession == item.session
             if !emittingLate { presence.returned() }
             presence.tag(frame)
             out.emit(frame, output: 0)
             // Read back: the outlet moved it onto the emitted timeline (frames are not written downstream).
             emitted(frame.seconds + framePeriod, pad: 0)
         } else {
-            emittingLate = lateSession == item.session
             try emitAudio(item.frame, pad: item.pad, at: t, out)
         }
     }

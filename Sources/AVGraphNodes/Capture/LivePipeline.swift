@@ -1,5 +1,6 @@
 import AVGraph
 import Foundation
+import Synchronization
 
 /// A `.pipe` run inside an app: load it, `start()` it, push media into its `app` sources from
 /// any thread, `finish()` them (or `stop()`), `wait()` for the files to be finalized.
@@ -13,20 +14,28 @@ import Foundation
 /// screen.finish()
 /// try live.wait()
 /// ```
-public final class LivePipeline: @unchecked Sendable {
+///
+/// Or without blocking a thread: `try await live.run()` (cancelling the task stops the run and
+/// still finalizes the files), `for await event in live.events`, `try await live.control(.stats)`.
+public final class LivePipeline: Sendable {
     public struct Invalid: Error, CustomStringConvertible {
         public let diagnostics: [Diagnostic]
         public var description: String { diagnostics.map(\.description).joined(separator: "\n") }
     }
 
     public let pipeline: CheckedPipeline
+    /// The run's events: `for await event in live.events` (ends after `eos`), or listeners.
     public let events: EventLog
     private let run: PipelineRun
     private let done = DispatchGroup()
-    private let lock = NSLock()
-    private var started = false
-    private var failure: Error?
-    private var sources: [String: AppSource] = [:]
+    private struct State {
+        var started = false
+        /// Set once the run has ended: nil failure for a clean end.
+        var ended: Result<Void, Error>?
+        var waiting: [CheckedContinuation<Void, Error>] = []
+        var sources: [String: AppSource] = [:]
+    }
+    private let state = Mutex(State())
 
     /// Loads and checks `path`; `overrides` are `NODE.OPTION=VALUE` like `avgraph run --set`.
     /// Runs in realtime unless the file says otherwise (an `app` source is live).
@@ -47,36 +56,60 @@ public final class LivePipeline: @unchecked Sendable {
 
     /// Starts every node on its own thread and returns at once.
     public func start() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !started else { return }
-        started = true
+        let first = state.withLock { s in
+            defer { s.started = true }
+            return !s.started
+        }
+        guard first else { return }
         done.enter()
         let thread = Thread { [self] in
-            do { try run.run() } catch {
-                lock.lock()
-                failure = error
-                lock.unlock()
+            let outcome: Result<Void, Error>
+            do { try run.run(); outcome = .success(()) } catch { outcome = .failure(error) }
+            let waiting = state.withLock { s in
+                s.ended = outcome
+                defer { s.waiting = [] }
+                return s.waiting
             }
+            for w in waiting { w.resume(with: outcome) }
             done.leave()
         }
         thread.name = "avgraph-run"
         thread.start()
     }
 
-    /// The push handle of the `app` source called `name` (nil if there is none).
-    public func appSource(named name: String) -> AppSource? {
-        lock.lock()
-        defer { lock.unlock() }
-        if let s = sources[name] { return s }
-        guard let node = run.node(named: name) as? AppSourceNode else { return nil }
-        let s = AppSource(name: name, hub: node.hub)
-        sources[name] = s
-        return s
+    /// Runs to the end without blocking a thread: starts the run (if `start()` did not) and returns
+    /// once it has ended, throwing the first node failure. Cancelling the task stops the run as
+    /// `stop()` does (reason `cancelled`): sources end, encoders flush, and `run()` returns, without
+    /// an error, only once the files are finalized.
+    public func run() async throws {
+        start()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, Error>) in
+                let ended = state.withLock { s in
+                    if s.ended == nil { s.waiting.append(waiter) }
+                    return s.ended
+                }
+                if let ended { waiter.resume(with: ended) }
+            }
+        } onCancel: {
+            stop(reason: "cancelled")
+        }
     }
 
-    /// Ends the run: sources stop, encoders flush, files are finalized.
-    public func stop() { run.stop(reason: "stop") }
+    /// The push handle of the `app` source called `name` (nil if there is none).
+    public func appSource(named name: String) -> AppSource? {
+        state.withLock { s in
+            if let source = s.sources[name] { return source }
+            guard let node = run.node(named: name) as? AppSourceNode else { return nil }
+            let source = AppSource(name: name, hub: node.hub)
+            s.sources[name] = source
+            return source
+        }
+    }
+
+    /// Ends the run: sources stop, encoders flush, files are finalized. `reason` is the `stopping`
+    /// event's and the `eos` line's.
+    public func stop(reason: String = "stop") { run.stop(reason: reason) }
 
     /// Pauses the recording (as `avgraph ctl NAME pause`): pushed media is dropped until `resume`,
     /// and the paused span is cut out of the output. False when already paused.
@@ -88,9 +121,7 @@ public final class LivePipeline: @unchecked Sendable {
     /// throws the first node failure.
     public func wait() throws {
         done.wait()
-        lock.lock()
-        defer { lock.unlock() }
-        if let failure { throw failure }
+        if case .failure(let failure) = state.withLock({ $0.ended }) { throw failure }
     }
 
     /// Seconds on the pipeline clock.
@@ -104,6 +135,10 @@ public final class LivePipeline: @unchecked Sendable {
     public func control<Reply: Decodable>(_ request: ControlRequest, reply: Reply.Type) throws -> ControlAnswer<Reply> {
         try ControlAnswer<Reply>.decode(line: Data(run.answer(controlLine: Array(ControlEnvelope(request).line))))
     }
+
+    /// Asks `command` without blocking and returns its reply, typed by the command
+    /// (`try await live.control(.stats).stats.mediaTime`); throws the `ControlRefusal` the socket would send.
+    public func control<Reply>(_ command: ControlCommand<Reply>) async throws -> Reply { try await run.control(command) }
 }
 
 /// Pushes media into one `app` source. Every push copies the buffer once into a pooled frame

@@ -27,9 +27,14 @@ final class ProducerPresence: @unchecked Sendable {
     /// in one PES packet; a sender flushes its buffer 32 KB at a time), and silence put in
     /// before a burst arrives would cut the burst's start (a beep 12-37 ms late, or gone).
     let audioLag: Double
+    /// How long after its last media the source takes a connected producer that sends nothing
+    /// as silent (0: only once it leaves). A node that repeats through a stall waits that much
+    /// longer, or its repeats would run ahead of the mark that stops them.
+    let silenceMark: Double
 
-    init(audioLag: Double = 0) {
+    init(audioLag: Double = 0, silenceMark: Double = 0) {
         self.audioLag = audioLag
+        self.silenceMark = silenceMark
         let me = Unmanaged.passRetained(self).toOpaque()
         buffer = av_buffer_create(me.assumingMemoryBound(to: UInt8.self), 1, { _, data in
             if let data { Unmanaged<ProducerPresence>.fromOpaque(UnsafeRawPointer(data)).release() }

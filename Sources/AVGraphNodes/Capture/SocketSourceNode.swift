@@ -7,7 +7,7 @@ import Foundation
 /// are anchored again where it reconnects; `fps` covers the gap). A malformed message closes
 /// that connection with a warning; the pipeline goes on and waits for the next producer. An
 /// `end` message ends the source (the broadcast finished).
-public final class SocketSourceNode: Source, Node, LiveSource, @unchecked Sendable {
+public final class SocketSourceNode: Source, Node, LiveSource {
     public static let typeName = "socket"
     public static let summary = "media from another process over a unix socket (docs/INGEST.md)"
     public static let outputs = [

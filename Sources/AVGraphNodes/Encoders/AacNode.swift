@@ -6,7 +6,7 @@ import Foundation
 /// (swresample to fltp at the encoder's rate and channels); an audio fifo cuts it into the
 /// 1024-sample frames AAC codes. Packet pts follow the input timeline; a gap in the input
 /// becomes silence so the stream stays continuous and in sync.
-public final class AacNode: Filter, Node, @unchecked Sendable {
+public final class AacNode: Filter, Node {
     public static let typeName = "aac"
     public static let summary = "AAC-LC audio encoder (libavcodec aac)"
     public static let inputs = [PadSpec("in", [.rawAudio])]

@@ -22,7 +22,7 @@ struct AdaptiveBitrate {
     /// Of the measured carrying rate, what is aimed at: room for the backlog to drain.
     static let margin = 0.85
     static let drainingMargin = 0.7
-    static let stepShare = 0.15
+    static let stepShare = 0.25
     /// Seconds between cuts while a link's backlog still grows: half the encoder's VBV buffer.
     static let cutInterval = 0.5
 
@@ -36,6 +36,12 @@ struct AdaptiveBitrate {
     private var clearSince: Double?
     /// What a congested link was last seen to carry: the climb probes just past it before it trusts the link again.
     private var knownLimit: (bits: Int, at: Double)?
+    /// Since when the bitrate has stood clear at the probe past `knownLimit`.
+    private var probeClearSince: Double?
+    static let probeShare = 1.1
+    static let probeHold = 2.0
+    /// Cuts less than this apart belong to one bout of congestion.
+    static let boutGap = 5.0
 
     init(ceiling: Int, floor: Int) {
         self.ceiling = ceiling
@@ -48,6 +54,7 @@ struct AdaptiveBitrate {
         ceiling = max(bits, floor)
         current = ceiling
         knownLimit = nil
+        probeClearSince = nil
     }
 
     /// The next bitrate, if it changes, from the sinks' latest readings.
@@ -68,7 +75,13 @@ struct AdaptiveBitrate {
             // second to leave the encoder, and meanwhile the backlog still grows.
             let target = carried.map { Int(Double($0) * margin) } ?? Int(Double(current) * Self.drainingMargin)
             guard target < current else { return nil }
-            if let carried { knownLimit = (carried, now) }
+            if let carried {
+                // The most the link carried in this bout of congestion: a reading taken while a
+                // backlog drains after losses says less than the link holds.
+                let sameBout = knownLimit.map { now - $0.at < Self.boutGap } ?? false
+                knownLimit = (sameBout ? max(carried, knownLimit!.bits) : carried, now)
+            }
+            probeClearSince = nil
             backlogAtDecrease = worst.backlog
             let reason = String(format: "%@: %.2f s queued", worst.destination, worst.backlog)
                 + (carried.map { String(format: ", the link carries %.2f Mbit/s of video", Double($0) / 1e6) } ?? "")
@@ -76,16 +89,22 @@ struct AdaptiveBitrate {
         }
         guard readings.allSatisfy({ $0.backlog < Self.clear }) else {
             clearSince = nil
+            probeClearSince = nil
             return nil
         }
         clearSince = clearSince ?? now
         guard current < ceiling, let since = clearSince, now - since >= 1, now - lastIncrease >= 1, now - lastDecrease >= 2 else { return nil }
         var target = current + Int(Double(ceiling) * Self.stepShare)
         if let limit = knownLimit {
-            if current > limit.bits || now - limit.at > 15 {
-                knownLimit = nil // it carried more than the limit seen: the link has widened
+            let probe = Int(Double(limit.bits) * Self.probeShare)
+            if current >= probe, let above = probeClearSince, now - above >= Self.probeHold {
+                knownLimit = nil // it carried a tenth more than the limit seen, for long enough: the link has widened
+                probeClearSince = nil
             } else {
-                target = min(target, Int(Double(limit.bits) * 1.1))
+                // Just past the limit, then held there: a link still as narrow backs up within a
+                // few seconds, and from a tenth over that is a small backlog, not a second spike.
+                if current >= probe { probeClearSince = probeClearSince ?? now }
+                target = min(target, probe)
             }
         }
         let reason = readings.isEmpty ? "no live sink measured a limit" : "links clear for \(Int(now - since)) s"

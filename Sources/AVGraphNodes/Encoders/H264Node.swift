@@ -4,7 +4,7 @@ import Foundation
 
 /// `h264`: raw video in, H.264 out, with libx264 through libavcodec. Tags BT.709 limited range and
 /// converts other pixel formats to yuv420p on the way in (one swscale pass).
-public final class H264Node: Filter, Node, @unchecked Sendable {
+public final class H264Node: Filter, Node {
     public static let typeName = "h264"
     public static let summary = "encodes video to H.264 (libx264)"
     public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size; yuv420p and nv12 go straight in, other pixel formats are converted")]
@@ -36,7 +36,7 @@ public final class H264Node: Filter, Node, @unchecked Sendable {
     static let keyframes = Setting.choice("keyframes", default: Keyframes.auto,
         doc: "auto: a keyframe at least every gop frames and at scene cuts, where x264 likes; fixed: exactly every gop frames' worth of media time from the first picture and nowhere else (scene cuts off), so encoders fed by one source put keyframes at the same timestamps, as an HLS ladder needs")
     static let adaptive = Setting<[String: OptionValue]?>.fields("adaptive", ["min": .bitrate(10_000...200_000_000)],
-        doc: "follow the uplink: the bitrate goes down as soon as a live sink (rtmp, srt) this encoder feeds backs up, to what its link carries, and back up in steps to `bitrate` (the ceiling) once every link is clear; never below min (default: a quarter of bitrate). Each change is a bitrate event; `ctl set` of bitrate sets a new ceiling. Not with crf")
+        doc: "follow the uplink: the bitrate goes down as soon as a live sink (rtmp, srt) this encoder feeds backs up, to what its link carries, and back up in steps to `bitrate` (the ceiling) once every link is clear; a live sink it feeds keeps at most 0.7 s of video queued; never below min (default: a quarter of bitrate). Each change is a bitrate event; `ctl set` of bitrate sets a new ceiling. Not with crf")
     static let passthrough = Setting.choice("passthrough", default: Passthrough.off,
         doc: "auto: a picture that reaches this encoder as a network source (rtmp) received it, unchanged, goes out as the source's own H.264 packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the source's size, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (the card stays until then). The output declares both encoders' parameter sets (avcC), so one track holds both. Encoded spans use x264's zerolatency tuning; no B-frames, no fixed keyframes")
     public static let options = [bitrate.spec, adaptive.spec, maxrate.spec, bufsize.spec, gop.spec, keyframes.spec, bframes.spec, profile.spec, preset.spec,

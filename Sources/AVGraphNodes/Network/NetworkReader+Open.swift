@@ -21,9 +21,10 @@ extension NetworkReader {
         guard let stream = listener.next() else { return nil }
         do {
             let read: (UnsafeMutableRawBufferPointer) -> Int = { [cancel] buffer in cancel.isCancelled ? 0 : stream.read(into: buffer) }
-            let demuxer: PacketSource = input.format ?? "flv" == "flv"
+            let format = stream.format ?? input.format ?? "flv"
+            let demuxer: PacketSource = format == "flv"
                 ? try FlvTagReader(name: stream.peer, warn: { [weak self] in self?.note(.warning($0)) }, read: read)
-                : try Demuxer(format: input.format!, name: "\(stream.peer)", cancel: cancel, read: read)
+                : try Demuxer(format: format, name: "\(stream.peer)", cancel: cancel, read: read)
             try checkSize(demuxer, peer: stream.peer)
             return (demuxer, stream.peer, stream)
         } catch {

@@ -6,6 +6,12 @@ import Foundation
 /// abandon it (a stream it refuses), which makes the listener close the connection.
 final class PublisherStream: @unchecked Sendable {
     let peer: String
+    /// What the publisher asked to publish: RTMP's stream name and application, SRT's stream id
+    /// (its `r=`) and no application.
+    let key: String
+    let app: String
+    /// How its bytes are to be read (`flv`, `mpegts`); nil: as the source reads its own listener's.
+    let format: String?
     let capacity: Int
     private let condition = NSCondition()
     private var chunks: [[UInt8]] = []
@@ -17,8 +23,11 @@ final class PublisherStream: @unchecked Sendable {
     /// Wakes the listener (room again, or abandoned).
     private let wake: @Sendable () -> Void
 
-    init(peer: String, capacity: Int = 8 << 20, wake: @escaping @Sendable () -> Void) {
+    init(peer: String, key: String = "", app: String = "", format: String? = nil, capacity: Int = 8 << 20, wake: @escaping @Sendable () -> Void) {
         self.peer = peer
+        self.key = key
+        self.app = app
+        self.format = format
         self.capacity = capacity
         self.wake = wake
     }

@@ -7,6 +7,10 @@ struct RtmpPolicy: @unchecked Sendable {
     var maxWidth = 3840
     var maxHeight = 2160
     var maxRate = 120.0
+    /// Every application is open (`avgraph serve`: the app is the publisher's to name).
+    var anyApp = false
+    /// Every stream key is admitted here (`avgraph serve --auth/--open`: another asks, or none).
+    var anyKey = false
     /// Called with each data message's name, values and timestamp (ms on the publisher's clock:
     /// its pictures' clock) of an admitted publisher (`onMetaData`, `onPrivacy`...), on the
     /// listener's thread, before the pictures after it go on to the demuxer.
@@ -14,7 +18,7 @@ struct RtmpPolicy: @unchecked Sendable {
 
     /// Applications a publisher may connect to: the URL's and those named in `app/stream` keys.
     func admitsApp(_ app: String) -> Bool {
-        app == self.app || keys.current().contains { $0.contains("/") && String($0[..<$0.lastIndex(of: "/")!]) == app }
+        anyApp || app == self.app || keys.current().contains { $0.contains("/") && String($0[..<$0.lastIndex(of: "/")!]) == app }
     }
 }
 
@@ -44,7 +48,9 @@ final class RtmpConnection {
 
     private var handshake: [UInt8] = []
     private let chunks = RtmpChunkReader(maxMessageSize: 64 * 1024)
-    private var app = ""
+    /// The application the peer connected to, and the stream name it published (once it has).
+    private(set) var app = ""
+    private(set) var streamName = ""
     private var connected = false
     private var outChunkSize = 128
     private var ackWindow: UInt64 = 2_500_000
@@ -175,8 +181,8 @@ final class RtmpConnection {
         case "publish":
             guard phase == .commands, connected else { return refuse("not RTMP (publish before connect)") }
             let stream = values.count > 3 ? values[3].string ?? "" : ""
-            let candidates = app == policy.app ? [stream, app + "/" + stream] : [app + "/" + stream]
-            guard policy.keys.admits(candidates) else {
+            let candidates = app == policy.app || policy.anyApp ? [stream, app + "/" + stream] : [app + "/" + stream]
+            guard policy.anyKey || policy.keys.admits(candidates) else {
                 status("error", "NetStream.Publish.BadName", "unknown stream key", streamID: streamID)
                 return refuse("refused: unknown key")
             }
@@ -190,6 +196,7 @@ final class RtmpConnection {
             chunks.maxMessageSize = Self.maxMessageSize
             phase = .publishing
             admitted = true
+            streamName = stream
             flv = Array("FLV".utf8) + [1, 5, 0, 0, 0, 9, 0, 0, 0, 0]
         case "FCUnpublish", "deleteStream", "closeStream":
             guard phase == .publishing else { break }

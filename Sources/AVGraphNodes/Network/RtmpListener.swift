@@ -23,6 +23,8 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
         var pending = 64
         /// A publisher that asked to stop gets this long to close first (then it is closed).
         var leaving = 3.0
+        /// Any number of publishers at once (`avgraph serve`), each its own stream.
+        var concurrent = false
     }
 
     /// PEM files of an `rtmps://` listener.
@@ -103,7 +105,8 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
         let pipeline = channel.pipeline.syncOperations
         try pipeline.addHandler(reads)
         if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
-        try pipeline.addHandler(ByteToMessageHandler(RtmpDecoder(connection: connection) { lobby.isPublishing(besides: peer) }))
+        let single = !limits.concurrent
+        try pipeline.addHandler(ByteToMessageHandler(RtmpDecoder(connection: connection) { single && lobby.isPublishing(besides: peer) }))
         try pipeline.addHandler(peer)
     }
 
@@ -245,7 +248,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         sentSomething = true
         lastData = .now()
         send()
-        if c.admitted, stream == nil { begin(context.channel) }
+        if c.admitted, stream == nil { begin(context.channel, key: c.streamName, app: c.app) }
         if let s = stream, !c.flv.isEmpty {
             s.append(c.flv)
             c.flv = []
@@ -327,8 +330,8 @@ private final class RtmpPeer: ChannelInboundHandler {
     }
 
     /// Admitted: the stream the reader will get, and the publisher's silence watched from now.
-    private func begin(_ channel: Channel) {
-        stream = PublisherStream(peer: address) { channel.pipeline.fireUserInboundEventTriggered(Room()) }
+    private func begin(_ channel: Channel, key: String, app: String) {
+        stream = PublisherStream(peer: address, key: key, app: app, format: "flv") { channel.pipeline.fireUserInboundEventTriggered(Room()) }
         timer?.cancel()
         watchSilence()
     }

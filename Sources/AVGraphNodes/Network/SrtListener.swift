@@ -17,12 +17,14 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
         var keys: PublisherKeys?
         var handshakeTimeout = 5.0
         var silence = 5.0
+        /// Any number of callers at once (`avgraph serve`), each its own stream.
+        var concurrent = false
     }
 
     let settings: Settings
     private var socket: SRTSOCKET
     private let epoll: Int32
-    private var session: (socket: SRTSOCKET, stream: PublisherStream, lastData: Double)?
+    private var sessions: [SRTSOCKET: (stream: PublisherStream, lastData: Double)] = [:]
     // Under `condition`: libsrt calls the hook on its own thread.
     private var busy = false
     /// Callers whose stream id was admitted, by address, and when: one that has not become a
@@ -48,7 +50,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
 
     deinit {
         stop()
-        if let s = session { srt_close(s.socket) }
+        for s in sessions.keys { srt_close(s) }
         if socket != -1 { srt_close(socket) }
         srt_epoll_release(epoll)
         srt_cleanup()
@@ -99,7 +101,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             refusal = ("refused: unknown key", avg_srt_reject_unauthorized())
         }
         condition.lock()
-        if refusal == nil && busy { refusal = ("refused: another publisher is live on this source", avg_srt_reject_conflict()) }
+        if refusal == nil && busy && !settings.concurrent { refusal = ("refused: another publisher is live on this source", avg_srt_reject_conflict()) }
         let now = Monotonic.now
         // A refused caller calls again, from a new port each time (GStreamer's srtsink every
         // 100 ms, for ever): one warning for it while it keeps calling.
@@ -123,7 +125,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
         var system = [SYSSOCKET](repeating: 0, count: 2)
         var buffer = [CChar](repeating: 0, count: 1500)
         defer {
-            endSession()
+            for s in Array(sessions.keys) { endSession(s) }
             // The port is free once the loop ends, not when the last reference goes.
             srt_close(socket)
             socket = -1
@@ -136,7 +138,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             if sn > 0 { drainWake() }
             if n > 0 {
                 for s in readable.prefix(Int(max(0, rn))) {
-                    if s == socket { acceptAll() } else if s == session?.socket { receive(&buffer) }
+                    if s == socket { acceptAll() } else if sessions[s] != nil { receive(s, &buffer) }
                 }
             }
             checkDeadlines()
@@ -152,7 +154,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             let peer = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress.describe($0, socklen_t(len)) } }
             condition.lock()
             admitted[peer] = nil
-            let taken = busy
+            let taken = busy && !settings.concurrent
             busy = true
             condition.unlock()
             if taken {
@@ -161,17 +163,26 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             }
             var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
             srt_epoll_add_usock(epoll, s, &events)
-            let stream = PublisherStream(peer: peer) { [weak self] in self?.poke() }
-            session = (s, stream, Monotonic.now)
+            let id = SrtStreamID(Self.streamID(of: s))
+            let stream = PublisherStream(peer: peer, key: id.resource ?? id.raw, format: "mpegts") { [weak self] in self?.poke() }
+            sessions[s] = (stream, Monotonic.now)
             announce(stream)
         }
     }
 
-    private func receive(_ buffer: inout [CChar]) {
-        guard let current = session else { return }
+    /// The stream id an accepted caller gave (SRTO_STREAMID holds up to 512 bytes).
+    private static func streamID(of s: SRTSOCKET) -> String {
+        var id = [CChar](repeating: 0, count: 513)
+        var length = Int32(512)
+        guard srt_getsockflag(s, SRTO_STREAMID, &id, &length) == 0 else { return "" }
+        return String(decoding: id.prefix(Int(max(0, min(length, 512)))).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    private func receive(_ socket: SRTSOCKET, _ buffer: inout [CChar]) {
+        guard let current = sessions[socket] else { return }
         var bytes: [UInt8] = []
         while true {
-            let n = srt_recvmsg(current.socket, &buffer, Int32(buffer.count))
+            let n = srt_recvmsg(socket, &buffer, Int32(buffer.count))
             if n > 0 {
                 buffer.withUnsafeBytes { bytes += $0.prefix(Int(n)) }
                 continue
@@ -179,22 +190,21 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             if n < 0 && srt_getlasterror(nil) == avg_srt_error_async_receive() { break }
             // Closed or broken: the caller is gone.
             if !bytes.isEmpty { current.stream.append(bytes) }
-            endSession()
+            endSession(socket)
             return
         }
-        session?.lastData = Monotonic.now
+        sessions[socket]?.lastData = Monotonic.now
         // Live SRT keeps no backlog for a late reader: past the stream's bound, what comes is lost either way.
         if !current.stream.isFull { current.stream.append(bytes) }
     }
 
-    private func endSession() {
-        guard let s = session else { return }
-        session = nil
-        srt_epoll_remove_usock(epoll, s.socket)
-        srt_close(s.socket)
+    private func endSession(_ socket: SRTSOCKET) {
+        guard let s = sessions.removeValue(forKey: socket) else { return }
+        srt_epoll_remove_usock(epoll, socket)
+        srt_close(socket)
         s.stream.end()
         condition.lock()
-        busy = false
+        busy = !sessions.isEmpty
         condition.unlock()
     }
 
@@ -202,15 +212,15 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
         condition.lock()
         let oldest = admitted.values.min()
         condition.unlock()
-        let candidates = [oldest.map { $0 + settings.handshakeTimeout }, session.map { $0.lastData + settings.silence }].compactMap { $0 }
+        let candidates = [oldest.map { $0 + settings.handshakeTimeout }, sessions.values.map(\.lastData).min().map { $0 + settings.silence }].compactMap { $0 }
         return candidates.min()
     }
 
     private func checkDeadlines() {
         let now = Monotonic.now
-        if let s = session, s.stream.isAbandoned || now - s.lastData >= settings.silence {
+        for (socket, s) in sessions where s.stream.isAbandoned || now - s.lastData >= settings.silence {
             if !s.stream.isAbandoned { note("\(s.stream.peer): the publisher sent nothing for \(Self.seconds(settings.silence)): taken as gone") }
-            endSession()
+            endSession(socket)
         }
         condition.lock()
         let failed = admitted.filter { now - $0.value >= settings.handshakeTimeout }.map(\.key)

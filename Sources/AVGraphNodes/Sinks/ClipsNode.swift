@@ -5,7 +5,7 @@ import Foundation
 /// `avgraph ctl PIPELINE clip save PATH` writes that window as an MP4 that starts on a
 /// keyframe. Saving happens on the control thread from references to the held packets, so
 /// the pipeline runs on undisturbed while the file is written.
-public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory, @unchecked Sendable {
+public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory {
     public static let typeName = "clips"
     public static let summary = "keep the last seconds of encoded media in memory; write them as an MP4 on request"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true, doc: "encoded streams to keep")]

@@ -11,7 +11,7 @@ import Foundation
 /// rendition has nothing to line up with: it may be cut at its own keyframes). Every
 /// file reaches its name whole (written beside it, renamed): a player never reads half a segment
 /// or playlist, and a kill -9 leaves playlists naming only complete segments (HlsWriter).
-public final class HlsSinkNode: Sink, Node, @unchecked Sendable {
+public final class HlsSinkNode: Sink, Node {
     public static let typeName = "hls"
     public static let summary = "writes HLS: a master playlist, and per rendition a media playlist with fMP4 or TS segments"
     public static let inputs = [

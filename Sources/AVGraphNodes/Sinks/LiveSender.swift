@@ -210,7 +210,27 @@ final class LiveSender: @unchecked Sendable {
 
     // MARK: drop policy (under `condition`)
 
-    private var limit: Int64 { Int64(settings.buffer * 1e6) }
+    /// `buffer`, but at most `adaptiveBuffer` when an adaptive encoder feeds the sink: its viewers
+    /// are promised a delay that stays short while the bitrate comes down, so a backlog past it
+    /// gives way at once (a run of pictures to the next keyframe) instead of arriving late.
+    private var limit: Int64 {
+        let adaptive = streams.contains { $0?.uplink != nil }
+        return Int64((adaptive ? min(settings.buffer, Self.adaptiveBuffer) : settings.buffer) * 1e6)
+    }
+
+    static let adaptiveBuffer = 0.7
+
+    /// The kernel takes no more than this much unsent into a TCP socket: what waits beyond it
+    /// waits in `queue`, where the drop policy can reach it and the backlog is measured exactly.
+    /// Without it Linux grows the send buffer to megabytes (seconds of a narrow uplink) that can
+    /// only be sent late. It bounds what is unsent, not what is in flight, so a wide link's
+    /// throughput is not limited.
+    static let unsentInKernel: Int32 = 32 * 1024
+
+    private static func keepBacklogQueued(_ fd: Int32) {
+        var bytes = unsentInKernel
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NOTSENT_LOWAT, &bytes, socklen_t(MemoryLayout<Int32>.size))
+    }
 
     /// Media time from the oldest queued packet of one kind to the newest packet of any kind.
     private func span(video: Bool) -> Int64 {
@@ -319,6 +339,7 @@ final class LiveSender: @unchecked Sendable {
                 condition.lock()
                 connected = true
                 socket = muxer.uplinkSocket
+                if case .tcp(let fd)? = socket { Self.keepBacklogQueued(fd) }
                 sessionStart = UplinkFeedback.now
                 condition.broadcast()
                 condition.unlock()

@@ -6,7 +6,7 @@ enum LiveSinkOptions {
     static let reconnect = Setting.retry("reconnect", default: "{attempts: 10, backoff: 1s..30s}",
         doc: "after the connection fails or breaks: attempts in a row before the run fails, and the delay before each (doubling from the first to the longest)")
     static let buffer = Setting.duration("buffer", 0.1...60, default: "2s",
-        doc: "media kept while the network does not take it (reconnecting, slow uplink); beyond it video is dropped to the next keyframe, audio only past twice this")
+        doc: "media kept while the network does not take it (reconnecting, slow uplink); beyond it video is dropped to the next keyframe, audio only past twice this; at most 0.7s of video when an adaptive h264 feeds the sink")
     static let timeout = Setting.duration("timeout", 1...120, default: "5s",
         doc: "a server that takes nothing for this long counts as gone (then: reconnect)")
 

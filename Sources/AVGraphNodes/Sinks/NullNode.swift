@@ -1,7 +1,7 @@
 import AVGraph
 
 /// `null`: consumes anything and counts it (benchmarks, tests); reports the counts at the end.
-public final class NullNode: Sink, Node, @unchecked Sendable {
+public final class NullNode: Sink, Node {
     public static let typeName = "null"
     public static let summary = "consumes and counts frames or packets, writes nothing"
     public static let inputs = [PadSpec("in", Set(MediaKind.allCases), variadic: true, doc: "any media, raw or encoded")]

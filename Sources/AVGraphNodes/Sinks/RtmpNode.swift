@@ -6,7 +6,7 @@ import Foundation
 /// media, drops video to the next keyframe before it drops audio, reconnects by itself with
 /// exponential backoff and starts each new session on a keyframe. Events: `disconnected`,
 /// `reconnecting`, `reconnected`, `dropped`.
-public final class RtmpNode: Sink, Node, @unchecked Sendable {
+public final class RtmpNode: Sink, Node {
     public static let typeName = "rtmp"
     public static let summary = "pushes encoded video and audio live to an RTMP server; reconnects by itself"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,

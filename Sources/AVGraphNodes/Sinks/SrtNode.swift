@@ -4,7 +4,7 @@ import Foundation
 /// `srt`: like `rtmp`, but MPEG-TS over SRT (libavformat's libsrt protocol), for links where
 /// SRT's retransmission copes better with loss than RTMP over TCP. Same buffer, drop policy,
 /// reconnect and events as `rtmp`.
-public final class SrtNode: Sink, Node, @unchecked Sendable {
+public final class SrtNode: Sink, Node {
     public static let typeName = "srt"
     public static let summary = "pushes encoded video and audio live over SRT (MPEG-TS); reconnects by itself"
     public static let inputs = [PadSpec("in", [.encodedVideo, .encodedAudio], variadic: true,

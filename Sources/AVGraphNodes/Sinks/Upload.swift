@@ -1,5 +1,6 @@
 import AVGraph
 import Foundation
+import Synchronization
 
 /// Sends a finished file to an HTTP server (the `file` sink's `upload`): one request with a
 /// `Content-Length` body streamed from disk (never the whole file in memory) over libavformat's
@@ -61,5 +62,46 @@ struct Upload {
         case "flv": return "video/x-flv"
         default: return "application/octet-stream"
         }
+    }
+}
+
+/// The uploads of a `split` recording's parts: one after another, in order, on a thread of their
+/// own, so a slow server (or a backoff) never holds the media the sink is still writing. A
+/// failure is kept for the sink, which fails the run with it; the file stays either way.
+final class PartUploads: Sendable {
+    private let target: UploadTarget
+    private let queue = DispatchQueue(label: "avgraph.file.uploads")
+    private let state = Mutex<(sending: Set<String>, failure: String?)>(([], nil))
+
+    init(_ target: UploadTarget) { self.target = target }
+
+    /// Sends `path` after the ones before it; `{part}` in the URL becomes the part number.
+    func enqueue(_ path: String, part: Int, _ out: Outlet) {
+        var target = target
+        target.url = target.url.replacingOccurrences(of: PartPaths.placeholder, with: PartPaths.number(part))
+        let upload = Upload(target: target)
+        state.withLock { _ = $0.sending.insert(path) }
+        queue.async { [self] in
+            do {
+                try upload.send(path, out)
+            } catch {
+                state.withLock { if $0.failure == nil { $0.failure = "\(error)" } }
+            }
+            state.withLock { _ = $0.sending.remove(path) }
+        }
+    }
+
+    /// Whether `path` waits for its upload or is being sent (`keep` leaves it alone meanwhile).
+    func isSending(_ path: String) -> Bool { state.withLock { $0.sending.contains(path) } }
+
+    /// The first upload that failed, as the run's error.
+    func checkFailure() throws {
+        if let failure = state.withLock({ $0.failure }) { throw MediaError(failure) }
+    }
+
+    /// Returns when every upload asked for so far is over; throws the first failure.
+    func finish() throws {
+        queue.sync {}
+        try checkFailure()
     }
 }

@@ -4,7 +4,7 @@ import Foundation
 
 /// `file` as a source: decodes a media file's video and audio, in file order, with the file's
 /// own timestamps (shifted so the file starts at 0, and by one play's length per loop).
-public final class FileSourceNode: Source, Node, @unchecked Sendable {
+public final class FileSourceNode: Source, Node {
     public static let typeName = "file"
     public static let summary = "decodes a media file (its first video and audio streams)"
     public static let outputs = [

@@ -16,8 +16,10 @@ final class NetworkSourceCore {
     /// `silence` has stalled or died, and until it sends again the live edge of its media is its
     /// last media, not the clock. So `fps` and `mixer` stop there instead of padding until the
     /// listener's `timeout` verdict (padding a file cannot take back); media that comes after
-    /// fills the gap. Shorter than what they wait before padding (`mixer`'s latency, 150 ms;
-    /// `fps` 100 ms plus a frame), longer than a publisher's steady cadence (a picture every 33 ms).
+    /// fills the gap. Longer than a publisher's steady cadence (a picture every 33 ms); what
+    /// `fps` and `mixer` wait before padding is longer still (`fps` waits this on top of its own
+    /// 100 ms, `ProducerPresence.silenceMark`; `mixer` its publisher's `audioLag`), so the mark is
+    /// there before they would pad however this thread is scheduled.
     static let silence = 0.1
     /// How late a publisher's audio may come before a mixer fills it (`ProducerPresence.audioLag`).
     static let audioLag = 1.0
@@ -28,7 +30,7 @@ final class NetworkSourceCore {
         // A decoded picture refused when the queue stays full breaks no reference chain: drop the newest.
         hub = IngestHub(videoCapacity: setup[NetworkSourceOptions.buffer], audioCapacity: setup[IngestOptions.audioBuffer], policy: .newest,
                         privacy: input.privacy)
-        emitter = IngestEmitter(hub: hub, outputs: setup.outputs, audioLag: Self.audioLag)
+        emitter = IngestEmitter(hub: hub, outputs: setup.outputs, audioLag: Self.audioLag, silenceMark: Self.silence)
         idle = setup[NetworkSourceOptions.idle]
         duration = setup.duration
         reader = NetworkReader(input, hub: hub, backlog: setup[NetworkSourceOptions.backlog])

@@ -4,7 +4,7 @@ import Foundation
 
 /// Raw PCM from a file, read straight into pooled frame buffers; big-endian layouts are
 /// swapped to native in those same buffers.
-public final class RawaudioNode: Source, Node, @unchecked Sendable {
+public final class RawaudioNode: Source, Node {
     public static let typeName = "rawaudio"
     public static let summary = "raw PCM samples from a file"
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "the samples, pts in samples (time base 1/rate)")]

@@ -15,7 +15,7 @@ import Foundation
 /// ends the run with an error naming the node, as does a size check (fstat) before each
 /// picture and a file replaced or removed under its path. Reading into pooled pictures instead
 /// would copy every picture (4.4 MB for a phone screen) and keep them resident.
-final class RawvideoNode: Source, Node, @unchecked Sendable {
+final class RawvideoNode: Source, Node {
     static let typeName = "rawvideo"
     static let summary = "raw pictures from a file"
     static let outputs = [PadSpec("video", [.rawVideo], doc: "raw pictures, pts in 1/rate")]

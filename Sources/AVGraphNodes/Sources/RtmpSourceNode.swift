@@ -6,7 +6,7 @@ import Foundation
 /// (`listen: false`). Decoded video and audio come out on the run's clock; a publisher that
 /// drops and comes back on the same URL continues the same timeline. Events: `listening` or
 /// `pulling`, `publisher` (connected / disconnected, with the peer's address), `idle`.
-public final class RtmpSourceNode: Source, Node, LiveSource, @unchecked Sendable {
+public final class RtmpSourceNode: Source, Node, LiveSource {
     public static let typeName = "rtmp"
     public static let summary = "receives a live RTMP stream (avgraph as the server, or pulling from one) and decodes it"
     public static let outputs = NetworkSourceOptions.outputs

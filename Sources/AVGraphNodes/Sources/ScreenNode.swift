@@ -10,7 +10,7 @@ import Foundation
 /// Without a `region` the whole screen is captured, and its size is only known when the display
 /// is opened: `check` cannot know it, so the format rule marks the size as varying (like `orient`)
 /// and an encoder then asks for a `resize` first. With a `region`, the size is the region's.
-final class ScreenNode: Source, Node, LiveSource, @unchecked Sendable {
+final class ScreenNode: Source, Node, LiveSource {
     static let typeName = "screen"
     static let summary = "live X11 screen capture (x11grab): the whole screen or a region"
     static let outputs = [PadSpec("video", [.rawVideo], doc: "screen pictures, pts in microseconds of the capture clock from the first picture")]

@@ -4,7 +4,7 @@ import Foundation
 /// `srt` as a source (no `in:`): MPEG-TS over SRT, avgraph as the listener a phone calls
 /// (`listen: true`) or calling a listener (`listen: false`). Same outputs, clock, reconnect,
 /// `idle` and events as the `rtmp` source.
-public final class SrtSourceNode: Source, Node, LiveSource, @unchecked Sendable {
+public final class SrtSourceNode: Source, Node, LiveSource {
     public static let typeName = "srt"
     public static let summary = "receives a live MPEG-TS stream over SRT (as the listener, or calling one) and decodes it"
     public static let outputs = NetworkSourceOptions.outputs

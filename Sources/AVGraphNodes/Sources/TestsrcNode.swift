@@ -6,7 +6,7 @@ import CFFmpeg
 /// three corners stay dark and still), so a test can read the orientation from the corners.
 /// It draws the upright picture straight into the buffer as that picture would be stored under
 /// the scheduled orientation tag, as a phone's screen capture delivers it.
-final class TestsrcNode: Source, Node, @unchecked Sendable {
+final class TestsrcNode: Source, Node {
     static let typeName = "testsrc"
     static let summary = "synthetic phone screen (moving UI-like content, frame counter, orientation marker)"
     static let outputs = [PadSpec("video", [.rawVideo], doc: "raw pictures, pts in 1/rate")]

@@ -6,7 +6,7 @@ import Foundation
 /// for a while (delivering nothing, as an app that plays nothing does) and, as `s16be`, arrive
 /// big-endian like some app-audio sources. The phase follows absolute sample time, so the
 /// tone picks up after a gap exactly where an uninterrupted tone would be.
-public final class ToneNode: Source, Node, @unchecked Sendable {
+public final class ToneNode: Source, Node {
     public static let typeName = "tone"
     public static let summary = "sine test audio (app audio or a microphone, with late start and gaps)"
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "the tone, pts in samples (time base 1/rate)")]

@@ -6,7 +6,7 @@ import CFFmpeg
 /// repeated (a still screen sends nothing: the timeline must have no holes), for at most `hold`
 /// if one is set, after which the stream pauses (its timestamps jump). Every output is a
 /// reference to an input picture with a new timestamp: nothing is copied.
-final class FpsNode: Filter, Node, @unchecked Sendable {
+final class FpsNode: Filter, Node {
     static let typeName = "fps"
     static let summary = "constant frame rate: drop extra frames, repeat the last one through stalls"
     static let inputs = [PadSpec("video", [.rawVideo])]
@@ -105,16 +105,18 @@ final class FpsNode: Filter, Node, @unchecked Sendable {
 
     /// Realtime: keep the stream going through a stall without waiting for the next frame.
     /// The stall is measured from the last arrival, so sources whose timestamps do not start at
-    /// zero work too; repeats go out `latency` after their slot's time.
+    /// zero work too; repeats go out `latency` after their slot's time, and a network
+    /// publisher's that much later again (its source's silence mark, which stops them, comes first).
     override func tick(_ out: Outlet) throws {
         if !pending.isEmpty { return fillGap(out) }
-        guard current != nil, let arrived = arrivalClock else { return }
-        let waited = out.clock - arrived - Self.latency
+        guard let current, let arrived = arrivalClock else { return }
+        let presence = ProducerPresence.of(current)
+        let waited = out.clock - arrived - Self.latency - (presence?.silenceMark ?? 0)
         guard waited > 0 else { return }
         var end = currentSlot + Int64((waited * rate.double).rounded(.down)) + 1
         // A producer that left: no repeat past the end of its media unless media after the gap
         // comes (then `receive` fills the gap); a run that ends now ends where the media did.
-        if let current, let mediaEnd = ProducerPresence.of(current)?.mediaEnd {
+        if let mediaEnd = presence?.mediaEnd {
             end = min(end, Int64((mediaEnd * rate.double - 1e-6).rounded(.up)))
         }
         // Paced like a gap's filling: a producer that returns with its audio first makes seconds

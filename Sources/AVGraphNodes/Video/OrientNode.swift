@@ -6,7 +6,7 @@ import CFFmpeg
 /// are rewritten once into a pooled picture of the upright size. When everything it feeds stands
 /// pictures upright itself (a `resize`), the turn is left to it: the frame goes on with its tag,
 /// and the turn happens after scaling, on a picture a fraction of the size.
-final class OrientNode: Filter, Node, @unchecked Sendable {
+final class OrientNode: Filter, Node {
     static let typeName = "orient"
     static let summary = "upright picture from each frame's orientation tag"
     static let inputs = [PadSpec("video", [.rawVideo])]

@@ -6,7 +6,7 @@ import CFFmpeg
 /// "active" trigger, exact to the picture whatever the queues), the live `enabled` option
 /// (`ctl set`, optionally `--at` a media time), and a fixed `schedule`. Several cards may be
 /// named (`cards:`); the in-band switch may pick one, else the live `card` option does.
-final class PrivacyNode: Filter, Node, @unchecked Sendable {
+final class PrivacyNode: Filter, Node {
     static let typeName = "privacy"
     static let summary = "replace the picture by a card while on (in-band switch from the producer, live switch, or schedule)"
     static let inputs = [PadSpec("video", [.rawVideo])]

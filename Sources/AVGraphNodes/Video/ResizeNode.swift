@@ -10,7 +10,7 @@ import CFFmpeg
 /// turned into place.
 /// Offline runs resize a picture per core at once (FrameLanes); realtime runs split each picture
 /// across the cores instead, so it is done soonest.
-final class ResizeNode: Filter, Node, @unchecked Sendable {
+final class ResizeNode: Filter, Node {
     static let typeName = "resize"
     static let summary = "scale pictures to one size (fit with bars, fill by cropping, or stretch)"
     static let inputs = [PadSpec("video", [.rawVideo])]
@@ -93,7 +93,9 @@ final class ResizeNode: Filter, Node, @unchecked Sendable {
     override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         if let lanes {
-            try lanes.submit(frame, out) { [self] frame, lane in try resize(frame, in: lane) }
+            // Lane threads read only the node's `let`s (size, mode, pool: set in init, never changed).
+            nonisolated(unsafe) let node = self
+            try lanes.submit(frame, out) { frame, lane in try node.resize(frame, in: lane) }
         } else {
             out.emit(try resize(frame, in: direct))
         }

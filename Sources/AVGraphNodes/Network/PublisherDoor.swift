@@ -1,0 +1,70 @@
+import AVGraph
+import Foundation
+
+/// One listener of `avgraph serve` (`rtmp://`, `rtmps://` or `srt://`), taking any number of
+/// publishers at once. With a keys file the listener itself refuses an unknown key (in the
+/// protocol: RTMP's BadName, SRT's reject reason); without one it admits every key and `serve`
+/// asks its backend (`--auth`) or admits all (`--open`).
+public final class PublisherDoor: @unchecked Sendable {
+    public let url: String
+    /// `rtmp`, `rtmps` or `srt`, as hooks and the backend name it.
+    public let scheme: String
+    private let handoff: PublisherHandoff
+
+    public init(url: String, keysFile: String?, certificate: String?, privateKey: String?, passphrase: String? = nil) throws {
+        self.url = url
+        guard let c = URLComponents(string: url), let scheme = c.scheme, let host = c.host else {
+            throw MediaError("--listen \(url): write it like rtmp://0.0.0.0:1935, rtmps://0.0.0.0:1936 or srt://0.0.0.0:9000")
+        }
+        self.scheme = scheme
+        let keys = try keysFile.map { try PublisherKeys(keys: [], file: $0, environment: [:], urlKey: nil) }
+        switch scheme {
+        case "rtmp", "rtmps":
+            var tls: RtmpListener.TLSFiles?
+            if scheme == "rtmps" {
+                guard let certificate, let privateKey else { throw MediaError("--listen \(url): rtmps:// takes --cert and --key") }
+                tls = .init(certificate: certificate, key: privateKey)
+            }
+            let none = try PublisherKeys(keys: [], file: nil, environment: [:], urlKey: nil)
+            var policy = RtmpPolicy(app: "", keys: keys ?? none)
+            policy.anyApp = true
+            policy.anyKey = keys == nil
+            handoff = try RtmpListener(host: host, port: c.port ?? (scheme == "rtmps" ? 443 : 1935), policy: policy,
+                                       limits: .init(concurrent: true), tls: tls)
+        case "srt":
+            guard let port = c.port else { throw MediaError("--listen \(url): srt:// needs a port, like srt://0.0.0.0:9000") }
+            handoff = try SrtListener(.init(host: host, port: port, passphrase: passphrase, latency: 0.12, keys: keys, concurrent: true))
+        default:
+            throw MediaError("--listen \(url): serve listens on rtmp://, rtmps:// or srt://, not \(scheme)://")
+        }
+    }
+
+    public func start() { handoff.start() }
+    /// No more publishers; every connection ends.
+    public func stop() { handoff.stop() }
+
+    /// The next admitted publisher, waiting for one; nil once stopped.
+    public func next() -> PublisherArrival? { handoff.next().map { PublisherArrival(stream: $0, scheme: scheme) } }
+
+    /// Refused connections since the last call, each naming its peer (never a key).
+    public func takeNotes() -> [String] { handoff.takeNotes() }
+}
+
+/// One admitted publisher: who, what it asked for, and its bytes as it sent them (FLV from
+/// RTMP, MPEG-TS from SRT).
+public struct PublisherArrival: Sendable {
+    let stream: PublisherStream
+    public let scheme: String
+    public var peer: String { stream.peer }
+    /// RTMP: the published name without its `?query`; SRT: the stream id's resource.
+    public var key: String { String(stream.key.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "") }
+    /// RTMP's published name after `?` (tokens a phone app appends), empty without.
+    public var query: String { stream.key.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? "" }
+    public var app: String { stream.app }
+    public var format: String { stream.format ?? "flv" }
+
+    /// Up to `buffer.count` bytes, waiting for some; 0 when the publisher has left.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) -> Int { stream.read(into: buffer) }
+    /// Closes the publisher's connection (refused, or its run is gone).
+    public func abandon() { stream.abandon() }
+}

@@ -1,0 +1,212 @@
+import AVGraphTesting
+import Foundation
+import XCTest
+
+/// `avgraph serve`: many publishers through one door, each its own run of a template, the
+/// backend asked before each publish (`--auth`), and the whole judged on what was recorded
+/// (ffprobe). Publishers are ffmpeg over RTMP and SRT; the backend is ServeBackend (Python).
+final class ServeTests: XCTestCase {
+    static let seconds = 8.0
+
+    /// 8 s of 320x240 30 fps H.264 (a keyframe a second) and 48 kHz AAC, made once.
+    static let clip: String = {
+        let path = CLI.scratch("serve-media") + "/clip.mp4"
+        _ = try? CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-f", "lavfi",
+                            "-i", "sine=f=440:sample_rate=48000", "-t", String(seconds), "-c:v", "libx264", "-preset", "ultrafast",
+                            "-g", "30", "-pix_fmt", "yuv420p", "-c:a", "aac", path])
+        return path
+    }()
+
+    /// A template recording each session to `rec/{key}-{session}.mp4`; its runs wait `idle` for their publisher.
+    static func template(_ dir: String, idle: String) -> String {
+        let path = dir + "/serve.pipe"
+        CLI.write("""
+            pipeline: served
+            nodes:
+              src: {type: publisher, idle: \(idle), size: 320x240}
+              fit: {type: resize, in: src.video, size: 320x240, mode: fit, queue: {size: 30, policy: block}}
+              v: {type: h264, in: fit, preset: ultrafast, queue: {size: 30, policy: block}}
+              a: {type: aac, in: src.audio}
+              out: {type: file, in: [v, a], path: "rec/{key}-{session}.mp4"}
+            """, to: path)
+        try? FileManager.default.createDirectory(atPath: dir + "/rec", withIntermediateDirectories: true)
+        return path
+    }
+
+    /// ffmpeg publishing the clip (its first `seconds`) at its pace to `url`.
+    static func publish(_ url: String, seconds: Double = seconds) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["ffmpeg", "-v", "error", "-re", "-t", String(seconds), "-i", clip, "-c", "copy", "-f", url.hasPrefix("srt") ? "mpegts" : "flv", url]
+        p.standardInput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+
+    /// `avgraph serve ARGS`, once it listens; `test` kills what it leaves.
+    static func startServe(_ args: [String], dir: String, environment: [String: String], in test: XCTestCase) throws -> BackgroundRun {
+        let serve = try BackgroundRun(["serve"] + args, cwd: dir, environment: environment)
+        test.addTeardownBlock {
+            // Whatever a failed test left: serve's runs first (they are its children), then serve.
+            for (pid, _) in Self.runs(of: serve.process.processIdentifier) { kill(pid, SIGKILL) }
+            if serve.process.isRunning { kill(serve.process.processIdentifier, SIGKILL) }
+        }
+        let end = Date().addingTimeInterval(15)
+        while Date() < end && serve.stderr.components(separatedBy: "listening on").count <= args.filter({ $0 == "--listen" }).count {
+            usleep(50_000)
+        }
+        return serve
+    }
+
+    /// The runs `serve` started: pid and command line.
+    static func runs(of serve: Int32) -> [(Int32, String)] {
+        let out = (try? CLI.shell(["ps", "-o", "pid=,args=", "--ppid", String(serve)])) ?? ""
+        return out.split(separator: "\n").compactMap { line in
+            let t = line.trimmingCharacters(in: .whitespaces)
+            guard let sp = t.firstIndex(of: " "), let pid = Int32(t[..<sp]) else { return nil }
+            return (pid, String(t[sp...]))
+        }
+    }
+
+    /// Sessions serve named in its log whose run is still a process.
+    static func leftovers(_ log: String) -> [String] {
+        let ids = log.components(separatedBy: "session ").dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
+        return Set(ids).sorted().filter { id in ((try? CLI.shell(["pgrep", "-f", "--", "--name \(id) "])) ?? "").contains { $0.isNumber } }
+    }
+
+    static func recordings(_ dir: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/rec")) ?? []).filter { $0.hasSuffix(".mp4") }.sorted()
+    }
+
+    /// Seconds and frames of video, the picture's width, and seconds of audio in `path`.
+    static func measure(_ path: String) throws -> (video: Double, frames: Int, width: Int, audio: Double) {
+        let times = try CLI.videoFrameTimes(path)
+        let probe = try CLI.probe(path)
+        let width = CLI.stream(probe, "video")?["width"] as? Int ?? 0
+        let audio = Double(try CLI.samples(path, rate: 48000).count) / 48000
+        return ((times.last ?? 0) - (times.first ?? 0) + 1.0 / 30, times.count, width, audio)
+    }
+
+    /// Done when, point 1: six publishers at once (four RTMP, two SRT) behind `--auth`; the one
+    /// the backend refuses and the one it does not answer in 2 s record nothing; `kill -9` of one
+    /// run leaves the others whole and the listener admitting a new publisher; `set` from the
+    /// backend reaches its run; SIGTERM finalizes every file and serve exits 0.
+    func testSixPublishersBehindAuthOneKilledThenSigtermFinalizesAll() throws {
+        let dir = CLI.scratch("serve-auth")
+        _ = Self.clip
+        let backend = try ServeBackend(sets: ["phone1": ["fit.size": "160x120"]])
+        defer { backend.stop() }
+        let (runtime, environment) = try CLI.privateRuntime()
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        let rtmp = try LoopbackPort.free(), srt = try LoopbackPort.free()
+        let template = Self.template(dir, idle: "30s")
+        let serve = try Self.startServe([template, "--listen", "rtmp://127.0.0.1:\(rtmp)", "--listen", "srt://127.0.0.1:\(srt)",
+                                         "--auth", backend.url("/auth")], dir: dir, environment: environment, in: self)
+        let rtmpURL = { (key: String) in "rtmp://127.0.0.1:\(rtmp)/live/\(key)" }
+        var publishers = try ["phone1", "phone2", "phone3", "denied-key"].map { try Self.publish(rtmpURL($0)) }
+        publishers += try ["phone5", "phone6"].map { try Self.publish("srt://127.0.0.1:\(srt)?streamid=\($0)") }
+        publishers.append(try Self.publish(rtmpURL("slow-key"), seconds: 4))
+        defer { for p in publishers where p.isRunning { p.terminate() } }
+
+        Thread.sleep(forTimeInterval: 4)
+        let runs = Self.runs(of: serve.process.processIdentifier)
+        XCTAssertEqual(runs.count, 5, "one run per admitted publish: \(runs.map(\.1))\n\(serve.stderr)")
+        let victim = try XCTUnwrap(runs.first { $0.1.contains("key=phone3") }, "no run for phone3: \(runs.map(\.1))")
+        kill(victim.0, SIGKILL)
+        Thread.sleep(forTimeInterval: 0.5)
+        let late = try Self.publish(rtmpURL("phone7"), seconds: 3)
+        publishers.append(late)
+        for p in publishers { p.waitUntilExit() }
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertEqual(Self.runs(of: serve.process.processIdentifier).count, 5, "the four left and the late one still wait for their publishers")
+
+        kill(serve.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(serve.waitForExit(timeout: 30), 0, serve.stderr)
+        XCTAssertEqual(Self.leftovers(serve.stderr), [], "every run ended with serve")
+
+        let files = Self.recordings(dir)
+        print("serve: recordings \(files)")
+        for key in ["phone1", "phone2", "phone5", "phone6", "phone7"] {
+            let name = try XCTUnwrap(files.first { $0.hasPrefix(key + "-") }, "no recording for \(key): \(files)\n\(serve.stderr)")
+            let m = try Self.measure(dir + "/rec/" + name)
+            let expected = key == "phone7" ? 3.0 : Self.seconds
+            print("serve: \(key): video \(String(format: "%.3f", m.video)) s (\(m.frames) frames, \(m.width) wide), audio \(String(format: "%.3f", m.audio)) s")
+            XCTAssertEqual(m.video, expected, accuracy: 0.3, "\(key): seconds of video")
+            XCTAssertEqual(Double(m.frames), expected * 30, accuracy: 9, "\(key): pictures")
+            XCTAssertEqual(m.audio, expected, accuracy: 0.4, "\(key): seconds of audio")
+            XCTAssertEqual(m.width, key == "phone1" ? 160 : 320, "\(key): the backend's set reaches only its run")
+        }
+        XCTAssertFalse(files.contains { $0.hasPrefix("denied-key") || $0.hasPrefix("slow-key") }, "refused publishers record nothing: \(files)")
+        XCTAssertTrue(serve.stderr.contains("refused by --auth (status 403)"), serve.stderr)
+        XCTAssertTrue(serve.stderr.contains("refused by --auth (no answer within 2"), serve.stderr)
+        XCTAssertFalse(serve.stderr.contains("denied-key") || serve.stderr.contains("slow-key"), "a warning never names the key")
+        XCTAssertTrue(serve.stderr.contains("killed by signal 9"), serve.stderr)
+        let questions = backend.authQuestions
+        XCTAssertEqual(Set(questions.compactMap { $0["key"] as? String }),
+                       ["phone1", "phone2", "phone3", "denied-key", "phone5", "phone6", "slow-key", "phone7"])
+        XCTAssertEqual(questions.first { $0["key"] as? String == "phone5" }?["protocol"] as? String, "srt")
+        XCTAssertEqual(questions.first { $0["key"] as? String == "phone1" }?["app"] as? String, "live")
+    }
+
+    /// `--keys-file`: an HEVC phone over Enhanced RTMP (ErtmpPublisher, written from the
+    /// specification) is recorded; a publisher that leaves and comes back with the same key
+    /// within the run's `idle` continues its run (one file, both halves); a key not in the file is
+    /// refused in the protocol and records nothing.
+    func testKeysFileHevcPhoneAndAReturningPublisherContinuesItsRun() throws {
+        let dir = CLI.scratch("serve-keys")
+        _ = Self.clip
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-i", Self.clip, "-c:v", "libx265", "-preset", "ultrafast",
+                           "-x265-params", "bframes=0:keyint=30:log-level=error", "-an", "-f", "hevc", dir + "/v.hevc",
+                           "-vn", "-c:a", "copy", "-f", "adts", dir + "/a.aac"])
+        CLI.write("# who may publish\nphone-hevc\nback\n", to: dir + "/keys")
+        let (runtime, environment) = try CLI.privateRuntime()
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        let rtmp = try LoopbackPort.free()
+        let serve = try Self.startServe([Self.template(dir, idle: "3s"), "--listen", "rtmp://127.0.0.1:\(rtmp)", "--keys-file", dir + "/keys"],
+                                        dir: dir, environment: environment, in: self)
+        CLI.write(ErtmpPublisher.script, to: dir + "/publisher.py")
+        let hevc = Process()
+        hevc.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        hevc.arguments = ["python3", dir + "/publisher.py", "rtmp://127.0.0.1:\(rtmp)/live/phone-hevc", "--video", dir + "/v.hevc",
+                          "--codec", "hvc1", "--audio", dir + "/a.aac"]
+        hevc.standardOutput = FileHandle.nullDevice
+        try hevc.run()
+        defer { if hevc.isRunning { hevc.terminate() } }
+        let intruder = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/intruder", seconds: 2)
+        let first = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/back", seconds: 3)
+        first.waitUntilExit()
+        Thread.sleep(forTimeInterval: 1)
+        let second = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/back", seconds: 3)
+        for p in [second, intruder, hevc] { p.waitUntilExit() }
+        XCTAssertEqual(hevc.terminationStatus, 0, "the Enhanced RTMP publisher's exit status")
+        XCTAssertNotEqual(intruder.terminationStatus, 0, "an unknown key is refused")
+        kill(serve.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(serve.waitForExit(timeout: 30), 0, serve.stderr)
+
+        let files = Self.recordings(dir)
+        print("serve: keys-file recordings \(files)")
+        XCTAssertEqual(files.filter { $0.hasPrefix("back-") }.count, 1, "the returning publisher continued its run: \(files)")
+        XCTAssertFalse(files.contains { $0.hasPrefix("intruder") }, "\(files)")
+        XCTAssertTrue(serve.stderr.contains("refused: unknown key"), serve.stderr)
+        XCTAssertTrue(serve.stderr.contains("back in session"), serve.stderr)
+        let hevcFile = try XCTUnwrap(files.first { $0.hasPrefix("phone-hevc-") }, "\(files)\n\(serve.stderr)")
+        let h = try Self.measure(dir + "/rec/" + hevcFile)
+        print("serve: HEVC phone: video \(String(format: "%.3f", h.video)) s (\(h.frames) frames), audio \(String(format: "%.3f", h.audio)) s")
+        XCTAssertEqual(h.video, Self.seconds, accuracy: 0.3, "seconds of the HEVC phone")
+        XCTAssertEqual(h.audio, Self.seconds, accuracy: 0.4)
+        if let back = files.first(where: { $0.hasPrefix("back-") }) {
+            let m = try Self.measure(dir + "/rec/" + back)
+            print("serve: back twice: video \(String(format: "%.3f", m.video)) s (\(m.frames) frames)")
+            XCTAssertEqual(Double(m.frames), 180, accuracy: 6, "both 3 s halves in the one file")
+        }
+    }
+
+    /// Without --keys-file, --auth or --open, serve refuses to start (usage error, exit 2).
+    func testServeWithoutAChoiceOfWhoMayPublishRefusesToStart() throws {
+        let dir = CLI.scratch("serve-choice")
+        let result = try CLI.run(["serve", Self.template(dir, idle: "5s"), "--listen", "rtmp://127.0.0.1:\(try LoopbackPort.free())"], timeout: 20)
+        XCTAssertEqual(result.status, 2)
+        XCTAssertTrue(result.stderr.contains("choose --keys-file FILE, --auth URL or --open"), result.stderr)
+    }
+}
