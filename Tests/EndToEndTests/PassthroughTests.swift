@@ -17,9 +17,9 @@ final class PassthroughTests: XCTestCase {
                            "-b:v", "2500k", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", path])
     }
 
-    /// One line per video packet of `path`, copied as stored (no decoding): its MD5.
-    static func packetHashes(_ path: String) throws -> [String] {
-        let out = try CLI.shell(["ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-c", "copy", "-f", "framemd5", "-"])
+    /// One line per packet of `path`'s first video (or `stream`), copied as stored (no decoding): its MD5.
+    static func packetHashes(_ path: String, stream: String = "0:v:0") throws -> [String] {
+        let out = try CLI.shell(["ffmpeg", "-v", "error", "-i", path, "-map", stream, "-c", "copy", "-f", "framemd5", "-"])
         return out.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
             line.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces) }
         }
@@ -49,11 +49,7 @@ final class PassthroughTests: XCTestCase {
           audio:   {type: aac, in: src.audio}
           out:     {type: file, in: [video, audio], path: out.mp4}
         """, to: dir + "/p.pipe")
-        var env = ProcessInfo.processInfo.environment
-        env["AVGRAPH_KEYS"] = nil
-        let run = try BackgroundRun(["run", dir + "/p.pipe", "--events", "json"], cwd: dir, environment: env)
-        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
-        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        let run = try startListening(dir + "/p.pipe", in: dir)
         // Three switches, each on mid-GOP and off mid-GOP: (on, off) in pictures at 30 fps.
         let switches = [(150, 285), (399, 459), (630, 726)]
         let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"]
@@ -111,10 +107,80 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(startGap(b), startGap(a), accuracy: 0.05, "audio against video as the publisher sent them")
     }
 
-    /// The same splice pushed over RTMP into nginx-rtmp: one sequence header holds both
-    /// encoders' parameter sets, so what nginx records is the publisher's packets with our card
-    /// spans between, and players decode across every splice.
-    func testPushedToNginxRtmpThePlayersDecodeAcrossEverySplice() throws {
+    /// `aac passthrough: auto`: the phone's AAC packets go out as they came (not decoded audio
+    /// encoded again), in one track an MP4 player decodes, as long as the source's audio. The
+    /// phone's audio is mono: the source declares one channel, so it is only re-laid (planar to
+    /// interleaved), not mixed.
+    func testPhoneAudioRecordedAsSent() throws {
+        let dir = CLI.scratch()
+        let flv = dir + "/phone.flv"
+        try Self.phoneClip(flv, seconds: 10)
+        let port = try LoopbackPort.free()
+        CLI.write("""
+        pipeline: aac-passthrough
+        nodes:
+          src:   {type: rtmp, listen: true, idle: 2s, size: 720x1280, audio-channels: 1, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          video: {type: h264, in: src.video, passthrough: auto, preset: ultrafast}
+          audio: {type: aac, in: src.audio, passthrough: auto}
+          out:   {type: file, in: [video, audio], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        let run = try startListening(dir + "/p.pipe", in: dir)
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"], timeout: 40)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let recording = dir + "/out.mp4"
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's audio")
+
+        let sent = try Self.packetHashes(flv, stream: "0:a:0"), recorded = try Self.packetHashes(recording, stream: "0:a:0")
+        XCTAssertGreaterThan(sent.count, 400, "10 s of 48 kHz AAC: 469 packets")
+        XCTAssertEqual(recorded, sent, "every audio packet is the phone's, byte for byte, in order")
+        let decode = try Tool.run(["ffmpeg", "-v", "error", "-xerror", "-i", recording, "-map", "0:a", "-f", "null", "-"])
+        XCTAssertEqual(decode.status, 0, decode.stderr)
+        XCTAssertEqual(decode.stderr.trimmingCharacters(in: .whitespacesAndNewlines), "", "no decode error")
+        // Timed as the phone sent it: the audio spans as long, and starts where it did against the video.
+        func times(_ path: String, _ stream: String) throws -> [Double] {
+            try CLI.shell(["ffprobe", "-v", "error", "-select_streams", stream, "-show_entries", "packet=pts_time", "-of", "csv=p=0", path])
+                .split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }.sorted()
+        }
+        let (sentAudio, recordedAudio) = (try times(flv, "a:0"), try times(recording, "a:0"))
+        let (sentVideo, recordedVideo) = (try times(flv, "v:0"), try times(recording, "v:0"))
+        XCTAssertEqual(recordedAudio.last! - recordedAudio.first!, sentAudio.last! - sentAudio.first!, accuracy: 0.03)
+        XCTAssertEqual(recordedAudio.first! - recordedVideo.first!, sentAudio.first! - sentVideo.first!, accuracy: 0.03)
+    }
+
+    /// `avgraph run` of `pipe` in `dir`, once its rtmp source listens (stopped at teardown).
+    func startListening(_ pipe: String, in dir: String) throws -> BackgroundRun {
+        var env = ProcessInfo.processInfo.environment
+        env["AVGRAPH_KEYS"] = nil
+        let run = try BackgroundRun(["run", pipe, "--events", "json"], cwd: dir, environment: env)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        return run
+    }
+
+    /// What cannot splice is refused by `check`, naming the option.
+    func testCheckRefusesWhatCannotSplice() throws {
+        let dir = CLI.scratch()
+        for (extra, words) in [("bframes: 2", "no B-frames"), ("keyframes: fixed", "cannot also be fixed"), ("tune: film", "zerolatency tuning")] {
+            CLI.write("""
+            pipeline: refused
+            nodes:
+              src:   {type: rtmp, listen: true, size: 720x1280, url: "rtmp://127.0.0.1:1935/live/phone"}
+              video: {type: h264, in: src.video, passthrough: auto, \(extra)}
+              out:   {type: file, in: [video], path: out.mp4}
+            """, to: dir + "/refused.pipe")
+            let check = try CLI.run(["check", dir + "/refused.pipe"])
+            XCTAssertEqual(check.status, 1, extra)
+            XCTAssertTrue((check.stdout + check.stderr).contains(words), "\(extra): \(check.stdout) \(check.stderr)")
+        }
+    }
+
+    /// The same splice pushed over RTMP into nginx-rtmp and written as HLS: one sequence header
+    /// (one init segment) holds both encoders' parameter sets, so what nginx records and the HLS
+    /// rendition are the publisher's packets with our card spans between, and players decode
+    /// across every splice.
+    func testPushedToNginxRtmpAndHlsThePlayersDecodeAcrossEverySplice() throws {
         try XCTSkipUnless(NginxRtmp.isAvailable, "nginx with libnginx-mod-rtmp is not installed (scripts/setup installs it)")
         let dir = CLI.scratch()
         let flv = dir + "/phone.flv"
@@ -131,12 +197,9 @@ final class PassthroughTests: XCTestCase {
           video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
           audio:   {type: aac, in: src.audio}
           live:    {type: rtmp, in: [video, audio], url: "\(nginx.url("spliced"))"}
+          hls:     {type: hls, in: [video, audio], path: hls/master.m3u8, segment: 2s, window: all}
         """, to: dir + "/p.pipe")
-        var env = ProcessInfo.processInfo.environment
-        env["AVGRAPH_KEYS"] = nil
-        let run = try BackgroundRun(["run", dir + "/p.pipe", "--events", "json"], cwd: dir, environment: env)
-        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
-        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        let run = try startListening(dir + "/p.pipe", in: dir)
         let switches = [(90, 200), (260, 330)]
         let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"]
             + switches.flatMap { ["--privacy", "\($0.0 * 100 / 3)ms:\(($0.1 - $0.0) * 100 / 3)ms"] }, timeout: 60)
@@ -145,6 +208,10 @@ final class PassthroughTests: XCTestCase {
         let recorded = try XCTUnwrap(nginx.sessions.last, "nginx recorded nothing")
         try assertSpliced(recorded, source: flv, switches: switches, pictures: seconds * 30)
         try assertPlaysEverywhere(recorded, pictures: seconds * 30, browser: false)
+        // The hls sink: one rendition, the phone's own, cut at its keyframes (fMP4 segments).
+        let playlist = dir + "/hls/1280p/index.m3u8"
+        try assertSpliced(playlist, source: flv, switches: switches, pictures: seconds * 30)
+        XCTAssertEqual(try HlsWitness.decode(playlist).errors, "", "ffmpeg plays the HLS across every splice")
     }
 
     /// Packets: the recording's picture k is the publisher's picture k; every picture outside

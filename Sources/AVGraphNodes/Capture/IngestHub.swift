@@ -462,6 +462,11 @@ final class IngestEmitter {
         if shape != target {
             if resamplers[pad] == nil { resamplers[pad] = try Resampler(from: shape, to: target) }
             guard let converted = try resamplers[pad]!.convert(input) else { return }
+            // Only the sample layout changed: the same samples, so still the network source's
+            // packet (what `aac passthrough: auto` sends on).
+            if shape.rate == target.rate, shape.channels == target.channels, converted.sampleCount == input.sampleCount {
+                converted.source = input.source
+            }
             frame = converted
         }
         _ = emitSamples(frame, pad: pad, at: pts, out)

@@ -12,7 +12,10 @@ public final class AacNode: Filter, Node {
     public static let inputs = [PadSpec("in", [.rawAudio])]
     public static let outputs = [PadSpec("audio", [.encodedAudio], doc: "AAC packets, time base 1/rate, extradata for MP4")]
     static let bitrate = Setting.bitrate("bitrate", 8000...512_000, default: "128k", doc: "target bit rate")
-    public static let options = [bitrate.spec]
+    enum Passthrough: String, CaseIterable, Sendable { case off, auto }
+    static let passthrough = Setting.choice("passthrough", default: Passthrough.off,
+        doc: "auto: while the audio reaching this encoder is a network source's (rtmp) own AAC, unchanged (no mixer, no resampling between), its packets go out as they came instead of being decoded audio encoded again; from the first frame that is not, every frame is encoded")
+    public static let options = [bitrate.spec, passthrough.spec]
     /// Sample rates AAC can signal; anything else is resampled to 48 kHz.
     static let rates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
 
@@ -40,6 +43,10 @@ public final class AacNode: Filter, Node {
     /// Where (encoder samples) the next input frame belongs if the input is continuous.
     private var expected: Double = 0
     private let tolerance: Double
+    /// `passthrough: auto` while the source's packets are sent on (nil: encoding).
+    private var forwarding: AacForwarding?
+    /// Encoded packets before this pts overlap packets already sent on (the encoder's priming).
+    private var encodedFrom = Int64.min
 
     public init(_ setup: NodeSetup) throws {
         let f = setup.outputs[0]
@@ -47,10 +54,26 @@ public final class AacNode: Filter, Node {
         fifo = try AudioFifo(format: AV_SAMPLE_FMT_FLTP, channels: f.channels, capacity: 4 * encoder.frameSize)
         pool = try AudioFramePool(format: AV_SAMPLE_FMT_FLTP, channels: f.channels, sampleRate: f.sampleRate, capacity: encoder.frameSize)
         tolerance = 0.02 * Double(f.sampleRate)
+        if setup[Self.passthrough] == .auto { forwarding = AacForwarding() }
     }
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame, frame.sampleCount > 0 else { return }
+        if let forwarding {
+            if let stream = try forwarding.stream(for: frame, shape: encoder.shape, ours: encoder.stream), let source = frame.source {
+                place(frame)
+                let sent = source.packet.restamped(pts: nextPts!, stream: stream)
+                sent.av.pointee.duration = Int64(frame.sampleCount)
+                nextPts! += Int64(frame.sampleCount)
+                out.emit(sent)
+                return
+            }
+            // Encoding from here on, continuous with what was sent: an AAC encoder's first packet
+            // primes it (it starts a frame early), and would overlap the last packet sent on.
+            if let why = forwarding.refusal { out.warning("passthrough: \(why); the audio is encoded from \(frame.seconds) s") }
+            self.forwarding = nil
+            if let nextPts { encodedFrom = nextPts }
+        }
         let frameShape = AudioShape(rate: frame.sampleRate, channels: frame.channels, format: frame.sampleFormat)
         if frameShape != inputShape {
             try drainResampler()
@@ -97,14 +120,27 @@ public final class AacNode: Filter, Node {
         let frame = try pool.frame(samples: n, pts: nextPts ?? 0)
         try fifo.read(into: frame)
         nextPts = frame.pts + Int64(n)
-        for packet in try encoder.encode(frame) { out.emit(packet) }
+        for packet in try encoder.encode(frame) where packet.pts >= encodedFrom { out.emit(packet) }
+    }
+
+    /// Where a packet sent on belongs (encoder samples): next to the last one while the source
+    /// is continuous, so its jittery millisecond stamps do not jitter the track; after a gap,
+    /// where the source puts it (a gap stays a gap: nothing is encoded to fill it).
+    private func place(_ frame: Frame) {
+        let rate = Double(encoder.shape.rate)
+        let ideal = Double(frame.pts) * frame.timeBase.double * rate
+        if nextPts == nil || ideal - expected > tolerance {
+            nextPts = Int64(ideal.rounded())
+            expected = ideal
+        }
+        expected += Double(frame.sampleCount)
     }
 
     override public func finish(_ out: Outlet) throws {
         try drainResampler()
         try encodeFull(out)
         if fifo.count > 0 { try encodeChunk(fifo.count, out) }
-        for packet in try encoder.encode(nil) { out.emit(packet) }
+        for packet in try encoder.encode(nil) where packet.pts >= encodedFrom { out.emit(packet) }
     }
 }
 

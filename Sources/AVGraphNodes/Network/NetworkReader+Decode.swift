@@ -33,7 +33,7 @@ extension NetworkReader {
                 defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
                 guard let c = current, c.healthy else { continue }
                 do {
-                    if pad == 0 { c.keepSourcePicture(packet) }
+                    c.keepSourcePacket(packet, pad: pad)
                     try c.decoders[pad]?.send(packet)
                     try push(c, pad)
                 } catch {
@@ -57,7 +57,7 @@ extension NetworkReader {
             // A display orientation SEI holds for the pictures after it until the next one says otherwise.
             if pad == 0 { c.orientation = Self.orientation(av, c.orientation) }
             let frame = Frame(owning: av, timeBase: timeBase, orientation: pad == 0 ? c.orientation : .up)
-            if pad == 0 { frame.source = c.sourcePicture(pts: av.pointee.pts) }
+            frame.source = c.sourcePacket(pts: av.pointee.pts, pad: pad)
             var pts = av.pointee.best_effort_timestamp
             if pts == avg_nopts() { pts = av.pointee.pts }
             // MPEG-TS stamps only the first of the audio frames in a PES packet: the rest follow on.
@@ -91,44 +91,44 @@ final class SessionDecoding: @unchecked Sendable {
     var first: Double?
     var next: [Int64?] = [nil, nil]
     var healthy = true
-    /// The video stream as received, for the packets handed on with their pictures.
-    private let videoStream: EncodedStream?
-    private var configuration: SourceConfiguration?
-    private var sequence = 0
-    /// Video packets sent to the decoder whose pictures have not come out yet, by pts.
-    private var waiting: [Int64: SourcePicture] = [:]
+    /// The streams as received (video, audio), for the packets handed on with their frames.
+    private let streams: [EncodedStream?]
+    private var configurations: [SourceConfiguration?]
+    private var sequences = [0, 0]
+    /// Packets sent to a decoder whose frames have not come out yet, by pts (per pad).
+    private var waiting: [[Int64: SourcePicture]] = [[:], [:]]
 
     init(session: Int, connectedAt: Double, decoders: [Decoder?], timeBases: [Rational], orientation: Orientation,
-         video: EncodedStream? = nil) {
+         video: EncodedStream? = nil, audio: EncodedStream? = nil) {
         self.session = session
         self.connectedAt = connectedAt
         self.decoders = decoders
         self.timeBases = timeBases
         self.orientation = orientation
-        videoStream = video
-        configuration = video.map { SourceConfiguration(bytes: $0.extradata) }
+        streams = [video, audio]
+        configurations = streams.map { $0.map { SourceConfiguration(bytes: $0.extradata) } }
     }
 
-    /// Notes the video packet about to be decoded, so its picture can carry it. Only a packet
-    /// decoded in the order it is shown (pts = dts: no B-frames) can be sent on in its picture's
-    /// place; the others are counted (their successors are not consecutive) but not kept.
-    func keepSourcePicture(_ av: UnsafeMutablePointer<AVPacket>) {
-        guard let videoStream else { return }
-        sequence += 1
-        let packet = Packet(referencing: av, stream: videoStream)
-        if let record = packet.newExtradata { configuration = SourceConfiguration(bytes: record) }
-        guard let configuration, av.pointee.pts == av.pointee.dts, av.pointee.pts != avg_nopts() else { return }
-        // A packet that made no picture (damaged, skipped) is never asked for: the map holds a few at most.
-        if waiting.count > 64 { waiting.removeAll() }
-        waiting[av.pointee.pts] = SourcePicture(packet: packet, codec: videoStream.codecName, configuration: configuration,
-                                                session: session, sequence: sequence)
+    /// Notes the packet about to be decoded, so its frame can carry it (`h264`/`aac` passthrough).
+    /// Only a packet decoded in the order it is shown (pts = dts: no B-frames) can be sent on in
+    /// its frame's place; the others are counted (their successors are not consecutive) but not kept.
+    func keepSourcePacket(_ av: UnsafeMutablePointer<AVPacket>, pad: Int) {
+        guard let stream = streams[pad] else { return }
+        sequences[pad] += 1
+        let packet = Packet(referencing: av, stream: stream)
+        if let record = packet.newExtradata { configurations[pad] = SourceConfiguration(bytes: record) }
+        guard let configuration = configurations[pad], av.pointee.pts == av.pointee.dts, av.pointee.pts != avg_nopts() else { return }
+        // A packet that made no frame (damaged, skipped) is never asked for: the map holds a few at most.
+        if waiting[pad].count > 64 { waiting[pad].removeAll() }
+        waiting[pad][av.pointee.pts] = SourcePicture(packet: packet, codec: stream.codecName, configuration: configuration,
+                                                     session: session, sequence: sequences[pad])
     }
 
-    /// The packet a decoded picture (by its pts) was made from, if it may stand for it.
-    func sourcePicture(pts: Int64) -> SourcePicture? {
+    /// The packet a decoded frame (by its pts) was made from, if it may stand for it.
+    func sourcePacket(pts: Int64, pad: Int) -> SourcePicture? {
         guard pts != avg_nopts() else { return nil }
-        // Without reordering, pictures come out in packet order: older entries made no picture.
-        for key in waiting.keys where key < pts { waiting[key] = nil }
-        return waiting.removeValue(forKey: pts)
+        // Without reordering, frames come out in packet order: older entries made no frame.
+        for key in waiting[pad].keys where key < pts { waiting[pad][key] = nil }
+        return waiting[pad].removeValue(forKey: pts)
     }
 }

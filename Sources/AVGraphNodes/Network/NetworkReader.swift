@@ -152,7 +152,8 @@ final class NetworkReader: @unchecked Sendable {
             session: session, connectedAt: connectedAt, decoders: [try decoder(videoIndex), try decoder(audioIndex)],
             timeBases: [videoIndex, audioIndex].map { $0.map { demuxer.timeBase($0) } ?? Rational(1, 1) },
             orientation: videoIndex.map { demuxer.orientation($0) } ?? .up,
-            video: videoIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedVideo) })
+            video: videoIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedVideo) },
+            audio: audioIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedAudio) })
         backlog.begin(decoding)
         let packet = av_packet_alloc()!
         defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }

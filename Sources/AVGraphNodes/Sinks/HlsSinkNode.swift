@@ -7,7 +7,8 @@ import Foundation
 ///
 /// Segments are cut on keyframes, so each encoder must promise keyframes at fixed times
 /// (`h264` with `keyframes: fixed`) that divide the segment length: then every rendition is cut
-/// at the same timestamps and a player switches between them at any segment boundary. Every
+/// at the same timestamps and a player switches between them at any segment boundary (a lone
+/// rendition has nothing to line up with: it may be cut at its own keyframes). Every
 /// file reaches its name whole (written beside it, renamed): a player never reads half a segment
 /// or playlist, and a kill -9 leaves playlists naming only complete segments (HlsWriter).
 public final class HlsSinkNode: Sink, Node {
@@ -15,7 +16,7 @@ public final class HlsSinkNode: Sink, Node {
     public static let summary = "writes HLS: a master playlist, and per rendition a media playlist with fMP4 or TS segments"
     public static let inputs = [
         PadSpec("video", [.encodedVideo], variadic: true,
-                doc: "the renditions, one encoder each (keyframes: fixed); each gets a folder named after its height (1080p)"),
+                doc: "the renditions, one encoder each (keyframes: fixed; a lone rendition may put keyframes where it likes, as h264 passthrough does, and is cut at them); each gets a folder named after its height (1080p)"),
         PadSpec("audio", [.encodedAudio], required: false, doc: "one audio stream, muxed into every rendition"),
     ]
     static let path = Setting.path("path", mustExist: false, required: true,
@@ -76,6 +77,9 @@ public final class HlsSinkNode: Sink, Node {
             // at known times that divide the segment give segments of the declared length, cut
             // at the same timestamps in every rendition.
             let k = input.format.keyframeSeconds
+            // A lone rendition has nothing to line up with: it is cut at its own keyframes (an
+            // `h264 passthrough` stream's are the phone's), each segment at least `segment` long.
+            if k == 0 && videos.count == 1 { continue }
             guard k > 0 else {
                 throw NegotiationError("'\(input.from)' puts keyframes where its encoder likes, so the renditions cannot be cut at the same times",
                                        hint: "set keyframes: fixed on '\(input.from)' (with a gop whose length divides the segment)")
