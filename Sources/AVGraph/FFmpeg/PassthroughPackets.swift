@@ -21,6 +21,13 @@ extension Packet {
         return Array(UnsafeBufferPointer(start: data, count: Int(av.pointee.size)))[...]
     }
 
+    /// The packet's first `count` bytes (fewer if it is shorter): a look at its framing without
+    /// copying the whole picture or audio frame.
+    public func leadingBytes(_ count: Int) -> [UInt8] {
+        guard let data = av.pointee.data, av.pointee.size > 0 else { return [] }
+        return Array(UnsafeBufferPointer(start: data, count: min(count, Int(av.pointee.size))))
+    }
+
     /// This packet (timing, flags) with other bytes: the same picture in another framing.
     public func replacingData(_ bytes: [UInt8]) throws -> Packet {
         let copy = av_packet_alloc()!

@@ -28,7 +28,8 @@ final class AacForwarding {
         guard let source = frame.source, source.codec == "aac" else {
             return "the audio is not a network source's own AAC (mixed, resampled, or not from rtmp)"
         }
-        let head = source.packet.bytes.prefix(2)
+        // Every frame is asked: two bytes read, not the frame copied.
+        let head = source.packet.leadingBytes(2)
         let adts = head.count == 2 && head.first == 0xFF && (head.last! & 0xF6) == 0xF0
         guard !source.configuration.bytes.isEmpty, !adts else {
             return "the source's AAC is in ADTS frames (MPEG-TS), not what an MP4 track holds"
