@@ -2,7 +2,11 @@
 import Foundation
 
 /// Runs one node by hand, without threads, as SwiftNIO's `EmbeddedChannel` runs one handler:
-/// give it options and input formats, feed it buffers, read what it emitted.
+/// give it options and input formats, feed it buffers, read what it emitted. The node is driven
+/// by the run's own driver (`RoleDriver`), called on the test's thread: what is fed goes into the
+/// node's inbox and is taken in a run's order (a mixer's held-back input waits there), timed
+/// changes (`set(_:_:at:)`) are taken before the first buffer at their media time, control
+/// commands (`answer`) at the node's turn, and `applied` is announced as a run announces it.
 ///
 ///     let h = try NodeHarness(ResizeNode.self, options: "size: 320x240", inputs: [.video(width: 640, height: 480, ...)])
 ///     try h.feed(.frame(frame))
@@ -61,7 +65,8 @@ public final class NodeHarness: @unchecked Sendable {
     /// The negotiated output formats.
     public var outputFormats: [StreamFormat] { setup.outputs }
 
-    /// Hands one buffer to the node on input `input`.
+    /// Hands one buffer to the node on input `input`: queued on that input, as an upstream node's
+    /// would be, then taken by the node with whatever else it wants of its inputs now.
     public func feed(_ buffer: MediaBuffer, input: Int = 0) throws { try embedded.receive(buffer, input: input) }
     public func feed(_ frame: Frame, input: Int = 0) throws { try feed(.frame(frame), input: input) }
 
@@ -80,6 +85,13 @@ public final class NodeHarness: @unchecked Sendable {
     /// A live change as the runtime makes it: checked against the declaration, taken by the node
     /// now, announced as `applied` with the media time of the next buffer it emits.
     public func set(_ option: String, _ value: OptionValue) throws { try embedded.set(option, value) }
+    /// A timed live change, as `avgraph ctl set NODE.OPTION VALUE --at T`: taken before the first
+    /// buffer fed at or after media time `at` (a node's refusal is thrown by that feed).
+    public func set(_ option: String, _ value: OptionValue, at: Double) throws { try embedded.set(option, value, at: at) }
+    /// A control command the node answers (`AnswersControl`), asked as the control socket asks it.
+    public func answer(_ request: NodeControlRequest) -> NodeControlAnswer { embedded.answer(request) }
+    /// What a sink received so far (bytes, video frames, media span), as the run's `eos` reports it.
+    public var received: Event.SinkSummary { embedded.received }
 
     /// Takes what the node emitted on `output` so far.
     public func emitted(_ output: Int = 0) -> [MediaBuffer] { embedded.take(output) }

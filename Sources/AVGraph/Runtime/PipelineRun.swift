@@ -50,8 +50,6 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             inbox.poke()
             outlet?.wake()
         }
-
-        func applyChanges() { changes.apply(to: node, outlet) }
     }
 
     public let pipeline: CheckedPipeline

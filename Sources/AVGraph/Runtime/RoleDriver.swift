@@ -1,67 +1,131 @@
 import CFFmpeg
 import Foundation
 
-/// How the runtime drives each role on the node's own thread: a source is asked to produce
-/// until it ends or the run stops; a filter or sink is handed what its inbox holds, in order,
-/// and ticked on the realtime clock when it has deadlines. Every role finishes the same way.
+/// Drives one node by its role, the same for a run and for the test harness: each step is one
+/// call into the node, with what the runtime does around it. Changes queued without a time and
+/// control questions are taken at every turn; a change timed with `at` is taken before the first
+/// buffer at or after its media time; a sink's tally counts what it receives; `applied` is
+/// announced after the call that shows the change. A run calls the steps on the node's own thread
+/// (`PipelineRun.loop`), waiting on the inbox; `EmbeddedNode` (the `NodeHarness`) calls the same
+/// steps on the test's thread, never waiting. Not `Sendable`: it belongs to that one thread.
+final class RoleDriver {
+    let node: any Node
+    let outlet: Outlet
+    let inbox: Inbox
+    let changes: LiveChanges
+    let tally: SinkTally
+    private let consumer: Consumer?
+    private let filter: Filter?
+    private var lastTick: Double
+    /// The deadline interval the last wait was armed with (realtime runs).
+    private var armedInterval: Double?
+
+    init(node: any Node, outlet: Outlet, inbox: Inbox, changes: LiveChanges, tally: SinkTally, clock: Double) throws {
+        guard node is Source || node is Consumer else { throw MediaError("derives from none of Source, Filter and Sink") }
+        self.node = node
+        self.outlet = outlet
+        self.inbox = inbox
+        self.changes = changes
+        self.tally = tally
+        consumer = node as? Consumer
+        filter = node as? Filter
+        lastTick = clock
+    }
+
+    /// Changes queued without a time, then control questions: the node takes them at every turn.
+    func takeQueued() { changes.apply(to: node, outlet) }
+
+    /// A source's turn: one `produce`; false once it ended or reached the run's duration.
+    func produce() throws -> Bool {
+        guard let source = node as? Source else { throw MediaError("\(type(of: node)) is not a Source: it does not produce") }
+        takeQueued()
+        let more = try source.produce(outlet)
+        changes.settle(outlet)
+        return more && !outlet.reachedEnd
+    }
+
+    /// Whether the node takes from input `lane` now (a mixer holds back an input that runs ahead).
+    func wants(_ lane: Int) -> Bool { filter?.wantsInput(lane) ?? true }
+
+    /// Before a filter or sink waits on its inbox: the seconds until its next deadline at `clock`,
+    /// nil when it has none (offline runs, nodes that do not tick). Asked each time: the node may
+    /// learn at its first tick that it has no deadlines.
+    func nextDeadline(at clock: Double) -> Double? {
+        armedInterval = outlet.realtime ? consumer?.tickInterval : nil
+        return armedInterval.map { max(0, lastTick + $0 - clock) }
+    }
+
+    /// A filter's or sink's turn with what its inbox gave: a buffer (timed changes due by its
+    /// media time taken first), an input's end, or nothing (a deadline or a poke). False once
+    /// every input ended: the node is then finished.
+    func handle(_ next: Inbox.Next) throws -> Bool {
+        guard let consumer else { throw MediaError("\(type(of: node)) is a Source: it has no inputs") }
+        switch next {
+        case .item(let lane, let buffer):
+            if !outlet.hasOutputs { tally.count(buffer, kind: inbox.lanes[lane].kind) }
+            changes.apply(to: node, outlet, reaching: Double(buffer.time) / 1e6)
+            try consumer.receive(buffer, input: lane, outlet)
+            changes.settle(outlet, received: buffer)
+        case .ended(let lane):
+            try consumer.inputEnded(lane, outlet)
+            changes.settle(outlet)
+        case .allEnded:
+            return false
+        case .timeout:
+            break
+        }
+        return true
+    }
+
+    /// Realtime nodes act on the clock too (fps repeats during a stall, the mixer fills a late
+    /// input): ticks the node when the deadline armed by `nextDeadline` has come at `clock`.
+    func tickIfDue(at clock: Double) throws {
+        guard let interval = armedInterval, clock - lastTick >= interval else { return }
+        lastTick = clock
+        try tick()
+    }
+
+    /// One tick of a filter or sink (a source is never ticked).
+    func tick() throws {
+        guard let consumer else { return }
+        try consumer.tick(outlet)
+        changes.settle(outlet)
+    }
+
+    /// The end: the node flushes and finalizes; a change that shows only in what it flushes is announced then.
+    func finish() throws {
+        try node.finish(outlet)
+        changes.settle(outlet)
+    }
+}
+
 extension PipelineRun {
-    /// One node's thread, from its first call to its end of stream on every output.
+    /// One node's thread, from its first call to its end of stream on every output: a source is
+    /// asked to produce until it ends or the run stops; a filter or sink is handed what its inbox
+    /// holds, in order, and ticked on the realtime clock when it has deadlines; a node without
+    /// deadlines sleeps until its inbox has something, or a live change or stop wakes it.
     func loop(_ r: NodeRunner) {
         let out = r.outlet!
         FFmpegLog.tag(node: r.name)
         avg_name_this_thread(r.name)
         do {
-            switch r.node {
-            case let source as Source:
-                while !isStopping && !out.reachedEnd {
-                    r.applyChanges()
-                    let more = try source.produce(out)
-                    r.changes.settle(out)
-                    if !more { break }
+            let driver = try RoleDriver(node: r.node, outlet: out, inbox: r.inbox, changes: r.changes, tally: r.tally, clock: clock)
+            if r.isSource {
+                while !isStopping, try driver.produce() {}
+            } else {
+                while true {
+                    driver.takeQueued()
+                    let timeout = driver.nextDeadline(at: clock)
+                    guard try driver.handle(r.inbox.next(wants: driver.wants, timeout: timeout)) else { break }
+                    try driver.tickIfDue(at: clock)
                 }
-            case let consumer as Consumer:
-                try consume(r, consumer, out)
-            default:
-                throw MediaError("derives from none of Source, Filter and Sink")
             }
-            try r.node.finish(out)
+            try driver.finish()
         } catch {
             fail(r.name, error)
             r.inbox.close()
             r.node.abort()
         }
         out.endAll()
-    }
-
-    /// A filter's or sink's loop: buffers and ends from its inbox, and in a realtime run `tick`
-    /// at the node's own deadlines (`tickInterval`); a node without deadlines sleeps until its
-    /// inbox has something, a live change or stop wakes it.
-    private func consume(_ r: NodeRunner, _ node: Consumer, _ out: Outlet) throws {
-        let filter = node as? Filter
-        var lastTick = clock
-        loop: while true {
-            r.applyChanges()
-            // Asked each time: the node may learn (at its first tick) that it has no deadlines.
-            let interval = realtime ? node.tickInterval : nil
-            let timeout = interval.map { max(0, lastTick + $0 - clock) }
-            switch r.inbox.next(wants: { filter?.wantsInput($0) ?? true }, timeout: timeout) {
-            case .item(let lane, let buffer):
-                if !out.hasOutputs { r.tally.count(buffer, kind: r.inbox.lanes[lane].kind) }
-                r.changes.apply(to: r.node, out, reaching: Double(buffer.time) / 1e6)
-                try node.receive(buffer, input: lane, out)
-                r.changes.settle(out, received: buffer)
-            case .ended(let lane):
-                try node.inputEnded(lane, out)
-                r.changes.settle(out)
-            case .allEnded: break loop
-            case .timeout: break
-            }
-            // Realtime nodes act on the clock too (fps repeats during a stall, the mixer fills a late input).
-            if let interval, clock - lastTick >= interval {
-                lastTick = clock
-                try node.tick(out)
-                r.changes.settle(out)
-            }
-        }
     }
 }
