@@ -114,14 +114,7 @@ final class ConformanceTests: XCTestCase {
         XCTAssertTrue(problems.contains { $0.contains("live flip: threw: cannot flip now") }, "\(problems)")
     }
 
-    func ffmpeg(_ args: [String]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["ffmpeg", "-v", "error", "-y"] + args
-        try p.run()
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw MediaError("ffmpeg \(args) failed") }
-    }
+    func ffmpeg(_ args: [String]) throws { try TestSupport.ffmpeg(args) }
 }
 
 /// Emits each picture's frames in reverse order at the end, and nothing while dripped: out of order, and

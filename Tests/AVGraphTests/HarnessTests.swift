@@ -126,4 +126,33 @@ final class HarnessTests: XCTestCase {
         XCTAssertEqual(after, 0.25, accuracy: 0.03, "mic after its start")
         XCTAssertEqual(TestSupport.toneLevel(samples[0..<4800], freq: 440, rate: 48000), 0.25, accuracy: 0.03)
     }
+
+    func testATimedChangeIsTakenWhenTheMediaTimeReachesIt() throws {
+        let format = StreamFormat.video(width: 64, height: 64, pixelFormat: "yuv420p", frameRate: Rational(10, 1))
+        let image = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("assets/privacy.png").path
+        let h = try NodeHarness(type("privacy"), options: "image: \(image)", inputs: [format])
+        try h.set("enabled", .bool(true), at: 0.5)
+        let fed = try (0..<10).map { try TestMedia.videoFrame(width: 64, height: 64, pts: Int64($0), timeBase: Rational(1, 10)) }
+        try h.feed(fed)
+        let covered = zip(h.emittedFrames(), fed).map { $0.plane(0) != $1.plane(0) }
+        XCTAssertEqual(covered, (0..<10).map { $0 >= 5 }, "the card from the picture at 0.5 s on")
+        XCTAssertEqual(h.events(named: "applied").first?["media_time"] as? Double, 0.5)
+    }
+
+    /// With several inputs a timed change waits for the slowest: where it shows in the mix does not
+    /// depend on how far the other input ran ahead (the mixer lets one run 0.5 s ahead).
+    func testATimedChangeOfAMixerWaitsForItsSlowestInput() throws {
+        let mono = StreamFormat.audio(sampleRate: 48000, channels: 1, sampleFormat: "fltp")
+        let h = try NodeHarness(type("mixer"), options: "rate: 48000, channels: 1", inputs: [mono, mono], inputNames: ["app", "mic"])
+        try h.set("mute", .perInput(["mic": .bool(true)]), at: 1.0)
+        for block in 0..<94 { try h.feed(TestMedia.tone(freq: 440, firstSample: Int64(block * 1024)), input: 0) }
+        for block in 0..<94 { try h.feed(TestMedia.tone(freq: 880, firstSample: Int64(block * 1024)), input: 1) }
+        try h.endAll()
+        let applied = try XCTUnwrap(h.events(named: "applied").first?["media_time"] as? Double)
+        XCTAssertEqual(applied, 1.0, accuracy: 1024 / 48000.0, "taken when the microphone reached 1 s, not when the app did")
+        let samples = try h.emittedSamples().map(Float.init)
+        XCTAssertEqual(TestSupport.toneLevel(samples[38400..<45600], freq: 880, rate: 48000), 0.25, accuracy: 0.03, "the mic before 0.95 s")
+        XCTAssertLessThan(TestSupport.toneLevel(samples[50400..<72000], freq: 880, rate: 48000), 0.01, "no mic from 1.05 s on")
+    }
 }

@@ -42,6 +42,16 @@ enum TestSupport {
         return checked
     }
 
+    /// Runs ffmpeg (errors only, overwriting); throws when it fails.
+    static func ffmpeg(_ args: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["ffmpeg", "-v", "error", "-y"] + args
+        try p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw MediaError("ffmpeg \(args) failed") }
+    }
+
     /// Runs a command and returns its standard output.
     @discardableResult
     static func shell(_ args: [String]) throws -> String {

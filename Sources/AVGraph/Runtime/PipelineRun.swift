@@ -308,7 +308,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     }
 
     /// Changes a live option; the node applies it before its next frame or block, or with `at`
-    /// (media seconds) before the first frame or block at or after that time.
+    /// (media seconds) before the first frame or block at or after that time (a node with several
+    /// inputs: once every input that has delivered media reached it; `RoleDriver`).
     public func set(node: String, option: String, value: OptionValue, at: Double? = nil, done: @escaping (Error?) -> Void) {
         guard let r = runners.first(where: { $0.name == node }), let checked = pipeline.node(node) else {
             done(MediaError("no node named '\(node)'"))

@@ -19,6 +19,9 @@ final class RoleDriver {
     private var lastTick: Double
     /// The deadline interval the last wait was armed with (realtime runs).
     private var armedInterval: Double?
+    /// Media time (µs) each input reached with the last buffer taken from it; nil before its first
+    /// and once it ended.
+    private var reached: [Int64?]
 
     init(node: any Node, outlet: Outlet, inbox: Inbox, changes: LiveChanges, tally: SinkTally, clock: Double) throws {
         guard node is Source || node is Consumer else { throw MediaError("derives from none of Source, Filter and Sink") }
@@ -30,6 +33,7 @@ final class RoleDriver {
         consumer = node as? Consumer
         filter = node as? Filter
         lastTick = clock
+        reached = Array(repeating: nil, count: inbox.lanes.count)
     }
 
     /// Changes queued without a time, then control questions: the node takes them at every turn.
@@ -63,10 +67,13 @@ final class RoleDriver {
         switch next {
         case .item(let lane, let buffer):
             if !outlet.hasOutputs { tally.count(buffer, kind: inbox.lanes[lane].kind) }
-            changes.apply(to: node, outlet, reaching: Double(buffer.time) / 1e6)
+            reached[lane] = max(reached[lane] ?? buffer.time, buffer.time)
+            takeTimedChanges()
             try consumer.receive(buffer, input: lane, outlet)
             changes.settle(outlet, received: buffer)
         case .ended(let lane):
+            reached[lane] = nil
+            takeTimedChanges()
             try consumer.inputEnded(lane, outlet)
             changes.settle(outlet)
         case .allEnded:
@@ -75,6 +82,16 @@ final class RoleDriver {
             break
         }
         return true
+    }
+
+    /// Timed changes due at the node's media time: that of its slowest input, among those that
+    /// delivered media and did not end. With one input, a change is taken before the first buffer
+    /// at or after its time; with several (a mixer), once every input reached that time, so where
+    /// it shows in the output does not depend on which input's buffer the threads hand over
+    /// first. An input that has not delivered anything yet (a silent microphone) holds none back.
+    private func takeTimedChanges() {
+        guard let time = reached.compactMap({ $0 }).min() else { return }
+        changes.apply(to: node, outlet, reaching: Double(time) / 1e6)
     }
 
     /// Realtime nodes act on the clock too (fps repeats during a stall, the mixer fills a late
