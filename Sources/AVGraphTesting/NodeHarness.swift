@@ -11,7 +11,7 @@ import Foundation
 ///     let h = try NodeHarness(ResizeNode.self, options: "size: 320x240", inputs: [.video(width: 640, height: 480, ...)])
 ///     try h.feed(.frame(frame))
 ///     let out = h.emitted()
-public final class NodeHarness: @unchecked Sendable {
+public final class NodeHarness {
     let embedded: EmbeddedNode
     public var node: any Node { embedded.node }
     public var setup: NodeSetup { embedded.setup }
