@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One node driven by hand on the caller's thread, with no scheduler: every output collected in
 /// an unbounded queue, live changes made and announced as the runtime makes them. The engine side
@@ -17,8 +18,7 @@ import Foundation
     private let changes = LiveChanges()
     private var collectors: [Inbox] = []
     private var outlet: Outlet!
-    private let eventLock = NSLock()
-    private var lines: [String] = []
+    private let lines = Mutex<[String]>([])
 
     public init(_ type: any Node.Type, setup: NodeSetup) throws {
         self.setup = setup
@@ -31,16 +31,14 @@ import Foundation
                         isSource: type.role == .source)
         events.addListener { [weak self] line in
             guard let self else { return }
-            self.eventLock.lock(); self.lines.append(line); self.eventLock.unlock()
+            self.lines.withLock { $0.append(line) }
         }
     }
 
     /// Every event the node (or the runtime for it) emitted, as JSON lines.
     public var eventLines: [String] {
         events.flush()
-        eventLock.lock()
-        defer { eventLock.unlock() }
-        return lines
+        return lines.withLock { $0 }
     }
 
     public func receive(_ buffer: MediaBuffer, input: Int) throws {
@@ -85,25 +83,15 @@ import Foundation
     /// now, announced as `applied` with the media time of the next buffer it emits.
     public func set(_ option: String, _ value: OptionValue) throws {
         if let refusal = LiveChanges.check(type(of: node), nodeName: setup.name, option: option, value: value) { throw refusal }
-        var failure: Error?
-        changes.enqueue(option, value) { failure = $0 }
+        let failure = Mutex<Error?>(nil)
+        changes.enqueue(option, value) { error in failure.withLock { $0 = error } }
         changes.apply(to: node, outlet)
-        if let failure { throw failure }
+        if let failure = failure.withLock({ $0 }) { throw failure }
     }
 
     /// Takes what the node emitted on `output` so far.
     public func take(_ output: Int) -> [MediaBuffer] {
-        var out: [MediaBuffer] = []
-        let inbox = collectors[output]
-        inbox.condition.lock()
-        let lane = inbox.lanes[0]
-        while lane.count > 0 {
-            let item = lane.pop()
-            memory.release(item)
-            out.append(item)
-        }
-        inbox.condition.unlock()
-        return out
+        collectors[output].takeAll(lane: 0)
     }
 
     func waitUntil(mediaTime t: Double) {}
