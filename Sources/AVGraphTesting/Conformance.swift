@@ -1,11 +1,12 @@
 @_spi(Testing) import AVGraph
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// One node type set up for the conformance verifier: its options, and for a filter or sink what
 /// each input carries (format, upstream name, pad, and the buffers fed to it in media-time order).
-public struct ConformanceCase: @unchecked Sendable {
-    public struct Feed {
+public struct ConformanceCase: Sendable {
+    public struct Feed: Sendable {
         public var format: StreamFormat
         public var name: String
         public var pad: String?
@@ -55,18 +56,18 @@ public enum Conformance {
         var problems: [String] = []
         let name = c.type.typeName + (c.type.inputs.isEmpty ? " (source)" : "")
         func check(_ what: String, _ body: @escaping @Sendable () throws -> [String]) {
-            let box = ResultBox()
-            let done = DispatchSemaphore(value: 0)
+            let box = ConditionLock<[String]?>(nil)
             let t = Thread {
-                do { box.set(try body()) } catch { box.set(["threw: \(error)"]) }
-                done.signal()
+                let found: [String]
+                do { found = try body() } catch { found = ["threw: \(error)"] }
+                box.withLockWakingAll { $0 = found }
             }
             t.stackSize = 8 << 20
             t.start()
-            if done.wait(timeout: .now() + timeLimit) == .timedOut {
-                problems.append("\(name): \(what): did not return within \(Int(timeLimit)) s")
+            if let found = box.wait(until: Monotonic.now + timeLimit, { $0 }) {
+                problems += found.map { "\(name): \(what): \($0)" }
             } else {
-                problems += box.value.map { "\(name): \(what): \($0)" }
+                problems.append("\(name): \(what): did not return within \(Int(timeLimit)) s")
             }
         }
         let burst = CountBox()
@@ -277,22 +278,14 @@ extension MediaBuffer {
 }
 
 /// What a node emitted per output, taken as it goes (drip) or at the end.
-final class OutputLog: @unchecked Sendable {
+final class OutputLog {
     var buffers: [[MediaBuffer]]
     init(outputs: Int) { buffers = Array(repeating: [], count: outputs) }
     func take(_ h: NodeHarness) { for o in buffers.indices { buffers[o] += h.emitted(o) } }
 }
 
-final class ResultBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var problems: [String] = []
-    func set(_ p: [String]) { lock.lock(); problems = p; lock.unlock() }
-    var value: [String] { lock.lock(); defer { lock.unlock() }; return problems }
-}
-
-final class CountBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var counts: [Int] = []
-    func set(_ c: [Int]) { lock.lock(); counts = c; lock.unlock() }
-    var value: [Int] { lock.lock(); defer { lock.unlock() }; return counts }
+final class CountBox: Sendable {
+    private let counts = Mutex<[Int]>([])
+    func set(_ c: [Int]) { counts.withLock { $0 = c } }
+    var value: [Int] { counts.withLock { $0 } }
 }

@@ -3,6 +3,7 @@ import AVGraph
 import AVGraphHTTP
 import AVGraphNodes
 import Foundation
+import Synchronization
 
 struct ServeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -151,19 +152,23 @@ struct ServeCommand: ParsableCommand {
 
 /// SIGTERM/SIGINT/SIGHUP: the first stops admitting and asks every run to finalize; the next
 /// ones go on to the runs (as `run` answers them: the third quits at once).
-final class ServeSignals: @unchecked Sendable {
+final class ServeSignals: Sendable {
     let server: ServeServer
-    private var sources: [any DispatchSourceSignal] = []
+    /// Kept so the sources live as long as this.
+    private let sources = Mutex<[any DispatchSourceSignal]>([])
 
     init(server: ServeServer) { self.server = server }
 
     func install() {
         for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler { [server, s] in for _ in 0..<max(1, Int(s.data)) { server.stop(signal: sig) } }
-            s.resume()
-            sources.append(s)
+            // Made inside the lock: a source is not Sendable, so it is the array's from the start.
+            sources.withLock { sources in
+                let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+                s.setEventHandler { [server, s] in for _ in 0..<max(1, Int(s.data)) { server.stop(signal: sig) } }
+                s.resume()
+                sources.append(s)
+            }
         }
     }
 }

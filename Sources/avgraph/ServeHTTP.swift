@@ -1,3 +1,4 @@
+import AVGraph
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -19,10 +20,6 @@ enum ServeHTTP {
         var described: String { status.map { "status \($0)" } ?? (failure ?? "no answer") }
     }
 
-    private final class Result: Sendable {
-        let value = Mutex<Answer>(Answer(status: nil, body: Data(), failure: nil))
-        let done = DispatchSemaphore(value: 0)
-    }
 
     private static let session: URLSession = {
         let configuration = URLSessionConfiguration.ephemeral
@@ -47,21 +44,18 @@ enum ServeHTTP {
     private static func exchange(_ request: URLRequest, timeout: Double) -> Answer {
         var request = request
         request.setValue("avgraph-serve", forHTTPHeaderField: "User-Agent")
-        let result = Result()
+        let result = ConditionLock<Answer?>(nil)
         let task = session.dataTask(with: request) { data, response, error in
-            result.value.withLock {
-                $0 = Answer(status: (response as? HTTPURLResponse)?.statusCode, body: data ?? Data(),
-                            failure: error.map { ($0 as NSError).localizedDescription })
-            }
-            result.done.signal()
+            let answer = Answer(status: (response as? HTTPURLResponse)?.statusCode, body: data ?? Data(),
+                                failure: error.map { ($0 as NSError).localizedDescription })
+            result.withLockWakingAll { $0 = answer }
         }
         task.resume()
         // libcurl's own timeout covers the exchange; this bounds the rest (resolution, a stuck callback).
-        if result.done.wait(timeout: .now() + timeout + 0.5) == .timedOut {
+        guard let answer = result.wait(until: Monotonic.now + timeout + 0.5, { $0 }) else {
             task.cancel()
             return Answer(status: nil, body: Data(), failure: "no answer within \(timeout) s")
         }
-        let answer = result.value.withLock { $0 }
         if answer.status == nil, answer.failure?.contains("timed out") == true {
             return Answer(status: nil, body: Data(), failure: "no answer within \(timeout) s")
         }

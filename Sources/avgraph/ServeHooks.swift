@@ -16,8 +16,9 @@ final class ServeHooks: Sendable {
     let folder: String
     private let secret: [UInt8]
     private let state = Mutex(State())
-    private let wake = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
+    /// Wakes the delivering thread: counts events queued and the stop, each taken by one wait.
+    private let wake = ConditionLock(0)
+    private let finished = ConditionLock(false)
 
     private struct State {
         var counter = 0
@@ -37,7 +38,7 @@ final class ServeHooks: Sendable {
     func start() {
         let t = Thread { [self] in
             deliverAll()
-            finished.signal()
+            finished.withLockWakingAll { $0 = true }
         }
         t.name = "serve-hooks"
         t.start()
@@ -60,7 +61,18 @@ final class ServeHooks: Sendable {
         } catch {
             Terminal.err("avgraph serve: cannot queue the \(event) hook of session \(session.id) in \(folder): \(error)")
         }
-        wake.signal()
+        signalWake()
+    }
+
+    private func signalWake() { wake.withLockWakingAll { $0 += 1 } }
+
+    /// Waits for a `signalWake` (taking it) or `seconds`.
+    private func waitForWake(seconds: Double) {
+        _ = wake.wait(until: Monotonic.now + seconds) { pending -> Bool? in
+            guard pending > 0 else { return nil }
+            pending -= 1
+            return true
+        }
     }
 
     /// Delivers what is queued for up to `seconds` more, then stops (what is left stays on disk).
@@ -69,8 +81,8 @@ final class ServeHooks: Sendable {
             $0.stopping = true
             $0.deadline = Monotonic.now + seconds
         }
-        wake.signal()
-        finished.wait()
+        signalWake()
+        _ = finished.wait { $0 ? true : nil }
     }
 
     private func queued() -> [String] {
@@ -83,7 +95,7 @@ final class ServeHooks: Sendable {
             let (stopping, deadline) = state.withLock { ($0.stopping, $0.deadline) }
             guard let head = queued().first else {
                 if stopping { return }
-                _ = wake.wait(timeout: .now() + 1)
+                waitForWake(seconds: 1)
                 continue
             }
             if stopping && Monotonic.now >= deadline { return }
@@ -104,7 +116,7 @@ final class ServeHooks: Sendable {
                 unlink(path)
                 continue
             }
-            _ = wake.wait(timeout: .now() + backoff)
+            waitForWake(seconds: backoff)
             backoff = min(backoff * 2, Self.maxBackoff)
         }
     }

@@ -21,7 +21,7 @@ final class ServeServer: Sendable {
     let sets: [String]
     private let executable: URL
     private let state = Mutex(State())
-    private let done = DispatchSemaphore(value: 0)
+    private let done = ConditionLock(false)
 
     private struct State {
         var sessions: [String: ServeSession] = [:]
@@ -71,7 +71,7 @@ final class ServeServer: Sendable {
     }
 
     /// Returns once stopped and every run has ended.
-    func waitUntilDone() { done.wait() }
+    func waitUntilDone() { _ = done.wait { $0 ? true : nil } }
 
     func stop(signal sig: Int32) {
         let (first, sessions) = state.withLock { s -> (Bool, [ServeSession]) in
@@ -94,7 +94,7 @@ final class ServeServer: Sendable {
 
     private func checkDone() {
         let finished = state.withLock { $0.signals > 0 && $0.sessions.isEmpty && $0.listenersDone == doors.count }
-        if finished { done.signal() }
+        if finished { done.withLockWakingAll { $0 = true } }
     }
 
     private func admit(_ arrival: PublisherArrival) {

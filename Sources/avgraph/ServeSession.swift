@@ -25,7 +25,8 @@ final class ServeSession: Sendable {
     private let state = Mutex(State())
     private let onExit: @Sendable (ServeSession) -> Void
 
-    private static let spawning = NSLock()
+    /// True while a child is being started (held across the spawn, so a thread waits its turn).
+    private static let spawning = ConditionLock(false)
 
     private struct State {
         var publisher: PublisherArrival?
@@ -36,8 +37,8 @@ final class ServeSession: Sendable {
         var page: String?
     }
 
-    /// Process is not Sendable: it is only asked for its pid and waited on, each once.
-    private final class ProcessBox: @unchecked Sendable {
+    /// The child, asked for its pid and waited on, each once.
+    private final class ProcessBox: Sendable {
         let process: Process
         init(_ p: Process) { process = p }
     }
@@ -52,8 +53,12 @@ final class ServeSession: Sendable {
         // Pipes made close-on-exec and the child started under one lock: a pipe end another child
         // inherited (runs start from many threads) would keep this run's input, or its events,
         // open after this run is gone.
-        Self.spawning.lock()
-        defer { Self.spawning.unlock() }
+        _ = Self.spawning.wait { spawning -> Bool? in
+            if spawning { return nil }
+            spawning = true
+            return true
+        }
+        defer { Self.spawning.withLockWakingAll { $0 = false } }
         var fds: [Int32] = [-1, -1], out: [Int32] = [-1, -1], err: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw MediaError("pipe: \(String(cString: strerror(errno)))") }
         guard pipe(&out) == 0, pipe(&err) == 0 else {

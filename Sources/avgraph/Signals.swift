@@ -1,5 +1,6 @@
 import AVGraph
 import Foundation
+import Synchronization
 
 enum ProcessSignals {
     /// A standard stream closed at the start (`>&-`) is held by /dev/null: else the next file
@@ -17,11 +18,11 @@ enum ProcessSignals {
 /// signal is only answered (finishing a file is what the first one asked for, and cutting it
 /// short would gain a few seconds at best); a third quits at once, after any fragment being
 /// written is whole: recordings stay as recorded (fragmented, playable).
-final class SignalStopper: @unchecked Sendable {
+final class SignalStopper: Sendable {
     let run: PipelineRun
-    private var sources: [any DispatchSourceSignal] = []
-    private let lock = NSLock()
-    private var count = 0
+    /// Kept so the sources live as long as this.
+    private let sources = Mutex<[any DispatchSourceSignal]>([])
+    private let count = Mutex(0)
 
     init(run: PipelineRun) { self.run = run }
 
@@ -32,19 +33,19 @@ final class SignalStopper: @unchecked Sendable {
         signal(SIGPIPE, SIG_IGN)
         for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            // Signals that came close together arrive as one event with their count.
-            s.setEventHandler { [self, s] in for _ in 0..<max(1, Int(s.data)) { received(sig) } }
-            s.resume()
-            sources.append(s)
+            // Made inside the lock: a source is not Sendable, so it is the array's from the start.
+            sources.withLock { sources in
+                let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+                // Signals that came close together arrive as one event with their count.
+                s.setEventHandler { [self, s] in for _ in 0..<max(1, Int(s.data)) { received(sig) } }
+                s.resume()
+                sources.append(s)
+            }
         }
     }
 
     private func received(_ sig: Int32) {
-        lock.lock()
-        count += 1
-        let n = count
-        lock.unlock()
+        let n = count.withLock { $0 += 1; return $0 }
         switch n {
         case 1:
             if Terminal.isTTY { Terminal.err("\nstopping: flushing encoders and finalizing files (signal twice more to quit now)") }

@@ -1,5 +1,6 @@
 import AVGraph
 import Foundation
+import Synchronization
 
 /// One line on the terminal, rewritten at each stats interval:
 ///
@@ -7,13 +8,17 @@ import Foundation
 ///
 /// `speed` is media time over wall time (1.00x keeps up in realtime; offline, how much faster than
 /// realtime); queues are named by their edge, and only those holding something are listed.
-final class StatusLine: @unchecked Sendable {
+final class StatusLine: Sendable {
     let enabled: Bool
     let encoders: Set<String>
     let videoEncoders: Set<String>
-    private var last: (wall: Double, bytes: Int, frames: Int)?
-    private var fps = 0.0, kbps = 0.0
-    private var printed = false
+    /// Touched by the thread that reports stats; a Mutex because the reporter is Sendable.
+    private struct Rates {
+        var last: (wall: Double, bytes: Int, frames: Int)?
+        var fps = 0.0, kbps = 0.0
+        var printed = false
+    }
+    private let rates = Mutex(Rates())
 
     init(pipeline: CheckedPipeline, enabled: Bool) {
         self.enabled = enabled
@@ -24,7 +29,7 @@ final class StatusLine: @unchecked Sendable {
     func update(_ run: PipelineRun, _ stats: Event.Stats, wall: Double) {
         guard enabled else { return }
         FileHandle.standardError.write(Data(("\r\u{1B}[K" + line(run.counters(), stats, wall: wall)).utf8))
-        printed = true
+        rates.withLock { $0.printed = true }
     }
 
     func line(_ counters: [NodeCounters], _ s: Event.Stats, wall: Double) -> String {
@@ -39,12 +44,15 @@ final class StatusLine: @unchecked Sendable {
             }
         }
         // Rates over at least half a second: the final snapshot right after the flush would be noise.
-        if let last, wall - last.wall >= 0.5 {
-            fps = Double(frames - last.frames) / (wall - last.wall)
-            kbps = Double(bytes - last.bytes) * 8 / 1000 / (wall - last.wall)
-            self.last = (wall, bytes, frames)
-        } else if last == nil {
-            last = (wall, bytes, frames)
+        let (fps, kbps) = rates.withLock { r in
+            if let last = r.last, wall - last.wall >= 0.5 {
+                r.fps = Double(frames - last.frames) / (wall - last.wall)
+                r.kbps = Double(bytes - last.bytes) * 8 / 1000 / (wall - last.wall)
+                r.last = (wall, bytes, frames)
+            } else if r.last == nil {
+                r.last = (wall, bytes, frames)
+            }
+            return (r.fps, r.kbps)
         }
         let media = s.mediaTime
         let speed = wall > 0 ? media / wall : 0
@@ -55,6 +63,6 @@ final class StatusLine: @unchecked Sendable {
     }
 
     func finish() {
-        if printed { FileHandle.standardError.write(Data("\n".utf8)) }
+        if rates.withLock({ $0.printed }) { FileHandle.standardError.write(Data("\n".utf8)) }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import AVGraph
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// `-q`, `-v`, `--log-level`: how much of a run stderr shows, for the run and per node (as GST_DEBUG).
 struct LoggingOptions: ParsableArguments {
@@ -76,18 +77,20 @@ struct LogSettings: Sendable {
 /// A run told on stderr: warnings and errors as `avgraph: warning: phone (socket): ...`, FFmpeg's
 /// own lines tagged with the node whose thread logged them, more with `-v`; at the end one line
 /// saying what each sink got. Reads the typed events (one listener), whatever stdout carries.
-final class StderrReporter: @unchecked Sendable {
+final class StderrReporter: Sendable {
     let settings: LogSettings
     let pipelineName: String
     /// Node name -> type name, for `name (type)` prefixes.
     let types: [String: String]
-    private let lock = NSLock()
     private let tty = Terminal.isTTY
-    private var listening: [String: String] = [:] // socket source -> its path
-    private var producerCame: Set<String> = []
-    private var eos: Event.EndOfStream?
-    private var eosWall = 0.0
-    private var printedError = false
+    private struct Seen {
+        var listening: [String: String] = [:] // socket source -> its path
+        var producerCame: Set<String> = []
+        var eos: Event.EndOfStream?
+        var eosWall = 0.0
+        var printedError = false
+    }
+    private let seen = Mutex(Seen())
 
     init(settings: LogSettings, pipeline: CheckedPipeline) {
         self.settings = settings
@@ -104,15 +107,15 @@ final class StderrReporter: @unchecked Sendable {
     func label(_ node: String) -> String { types[node].map { "\(node) (\($0))" } ?? node }
 
     private func observe(_ event: Event) {
-        lock.lock()
-        switch event.kind {
-        case .listening(let l): if let n = event.node { listening[n] = l.path }
-        case .producer(let p) where p.state == .connected: if let n = event.node { producerCame.insert(n) }
-        case .eos(let e): eos = e; eosWall = event.wall
-        case .error: printedError = true
-        default: break
+        seen.withLock { s in
+            switch event.kind {
+            case .listening(let l): if let n = event.node { s.listening[n] = l.path }
+            case .producer(let p) where p.state == .connected: if let n = event.node { s.producerCame.insert(n) }
+            case .eos(let e): s.eos = e; s.eosWall = event.wall
+            case .error: s.printedError = true
+            default: break
+            }
         }
-        lock.unlock()
         if case .eos = event.kind { return } // the final line says it
         guard settings.shows(event.severity, node: event.node) else { return }
         say(event.severity, node: event.node, event.text)
@@ -137,18 +140,15 @@ final class StderrReporter: @unchecked Sendable {
         write(line)
     }
 
+    /// StandardStreams writes one line at a time: lines from different threads never interleave.
     private func write(_ line: String) {
-        lock.lock()
-        defer { lock.unlock() }
         StandardStreams.write((tty ? "\r\u{1B}[K" : "") + line + "\n", to: STDERR_FILENO)
     }
 
     /// After the run: the final line, and the exit status it calls for (`failed`: the run threw).
     /// 0 media was recorded; 1 the run failed; 3 it ended cleanly but no sink got any media.
     func finish(failed: Error?) -> Int32 {
-        lock.lock()
-        let eos = self.eos, listening = self.listening, came = producerCame, wall = eosWall, errorShown = printedError
-        lock.unlock()
+        let (eos, listening, came, wall, errorShown) = seen.withLock { ($0.eos, $0.listening, $0.producerCame, $0.eosWall, $0.printedError) }
         if let failed, !errorShown { say(.error, node: nil, "\(failed)") }
         guard let eos else { return failed == nil ? 0 : 1 }
         let sinks = eos.sinks.map { s -> String in

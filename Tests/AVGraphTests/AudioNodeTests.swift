@@ -285,7 +285,7 @@ final class AudioNodeTests: XCTestCase {
           mix: {type: mixer, in: [app, mic], gain: {app: 0.5, mic: 2}}
           c: {type: collect, in: mix}
         """, before: { run in
-            func record(_ e: Error?) { results.lock.lock(); results.list.append(e.map { "\($0)" } ?? "ok"); results.lock.unlock() }
+            @Sendable func record(_ e: Error?) { results.lock.lock(); results.list.append(e.map { "\($0)" } ?? "ok"); results.lock.unlock() }
             run.set(node: "mix", option: "rate", value: .int(44100)) { record($0) }
             run.set(node: "app", option: "freq", value: .number(1000)) { record($0) }
             run.set(node: "mix", option: "gain", value: .perInput(["mic": .number(1)])) { record($0) }

@@ -22,7 +22,7 @@ public struct Connection: Sendable {
     public var format: StreamFormat?
 }
 
-public struct CheckedNode: @unchecked Sendable {
+public struct CheckedNode: Sendable {
     public var name: String
     public var type: any Node.Type
     public var location: SourceLocation

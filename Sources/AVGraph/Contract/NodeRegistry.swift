@@ -1,11 +1,19 @@
+import Synchronization
+
 /// The node types a pipeline can use: the built-ins plus any loaded from plugins.
 ///
 /// One type name may have two roles, as `file` does: a source (no `in:`)
 /// and a sink (with `in:`). The checker picks the variant from whether the node has inputs.
-public final class NodeRegistry: @unchecked Sendable {
-    public private(set) var variants: [String: [any Node.Type]] = [:]
+public final class NodeRegistry: Sendable {
+    private struct Types {
+        var variants: [String: [any Node.Type]] = [:]
+        var origins: [String: String] = [:]
+    }
+    /// Plugins register while other threads may look types up.
+    private let types = Mutex(Types())
+    public var variants: [String: [any Node.Type]] { types.withLock { $0.variants } }
     /// Where each type came from (`built-in` or a plugin file).
-    public private(set) var origins: [String: String] = [:]
+    public var origins: [String: String] { types.withLock { $0.origins } }
 
     public init() {}
 
@@ -23,15 +31,17 @@ public final class NodeRegistry: @unchecked Sendable {
     public func register(_ type: any Node.Type, origin: String = "built-in") throws {
         let name = type.typeName
         if let problem = Self.roleProblem(type) { throw RegistrationError.role(name, problem) }
-        if let existing = variants[name] {
-            // A second role is welcome only if it is the other role (source vs. consumer) from the same origin.
-            let clash = existing.contains { ($0.role == .source) == (type.role == .source) } || origins[name] != origin
-            if clash { throw RegistrationError.duplicate(name, first: origins[name] ?? "?") }
-            variants[name]!.append(type)
-            return
+        try types.withLock { t in
+            if let existing = t.variants[name] {
+                // A second role is welcome only if it is the other role (source vs. consumer) from the same origin.
+                let clash = existing.contains { ($0.role == .source) == (type.role == .source) } || t.origins[name] != origin
+                if clash { throw RegistrationError.duplicate(name, first: t.origins[name] ?? "?") }
+                t.variants[name]!.append(type)
+                return
+            }
+            t.variants[name] = [type]
+            t.origins[name] = origin
         }
-        variants[name] = [type]
-        origins[name] = origin
     }
 
     /// Why the type's pads do not fit its role, or nil when they do.
@@ -56,8 +66,8 @@ public final class NodeRegistry: @unchecked Sendable {
     /// A registry of its own with the same types and origins (a `.pipe`'s plugins go into a copy).
     public func copy() -> NodeRegistry {
         let r = NodeRegistry()
-        r.variants = variants
-        r.origins = origins
+        let copied = types.withLock { $0 }
+        r.types.withLock { $0 = copied }
         return r
     }
 

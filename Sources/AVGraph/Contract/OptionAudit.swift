@@ -1,24 +1,22 @@
 import Foundation
+import Synchronization
 
 /// Which settings a node read that its `options` list does not declare. Such a setting reads its
 /// default while `check` calls the user's value unknown, so the runtime, the harness and the
 /// conformance verifier refuse the node type when it reads one (in `negotiate` or `init`).
-public final class OptionAudit: @unchecked Sendable {
+public final class OptionAudit: Sendable {
     let declared: Set<String>
-    private let lock = NSLock()
-    private var unlisted: [String] = []
+    private let unlisted = Mutex<[String]>([])
 
     public init(declared specs: [OptionSpec]) { declared = Set(specs.map(\.name)) }
 
     func note(_ name: String) {
         guard !declared.contains(name) else { return }
-        lock.lock()
-        if !unlisted.contains(name) { unlisted.append(name) }
-        lock.unlock()
+        unlisted.withLock { if !$0.contains(name) { $0.append(name) } }
     }
 
     /// The names read but not declared, in the order first read.
-    public var undeclaredReads: [String] { lock.lock(); defer { lock.unlock() }; return unlisted }
+    public var undeclaredReads: [String] { unlisted.withLock { $0 } }
 
     /// The refusal for `type`, or nil when every setting it read is listed.
     public func refusal(_ type: any Node.Type) -> MediaError? {

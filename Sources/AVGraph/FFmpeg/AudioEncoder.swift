@@ -2,7 +2,7 @@ import CFFmpeg
 
 /// One libavcodec audio encoder (the native `aac`), opened for one stream shape. Packets share
 /// one `EncodedStream` made after `avcodec_open2`, so the muxer sees the codec's extradata.
-public final class AudioEncoder: @unchecked Sendable {
+public final class AudioEncoder {
     private var ctx: UnsafeMutablePointer<AVCodecContext>?
     public private(set) var stream: EncodedStream!
     public let shape: AudioShape

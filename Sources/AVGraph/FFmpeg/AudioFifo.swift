@@ -1,7 +1,7 @@
 import CFFmpeg
 
 /// An `AVAudioFifo`: re-chunks audio into the block size an encoder wants.
-public final class AudioFifo: @unchecked Sendable {
+public final class AudioFifo {
     private let fifo: OpaquePointer
     public let format: AVSampleFormat
     public let channels: Int

@@ -2,7 +2,7 @@ import CFFmpeg
 
 /// Audio frames whose sample buffers come from one `AVBufferPool`: in steady state no block is
 /// allocated, a buffer returns to the pool when the last reference downstream lets go.
-public final class AudioFramePool: @unchecked Sendable {
+public final class AudioFramePool {
     public let format: AVSampleFormat
     public let channels: Int
     public let sampleRate: Int

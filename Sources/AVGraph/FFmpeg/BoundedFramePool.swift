@@ -1,5 +1,6 @@
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// Pictures of one geometry from a pool that never holds more than `limit` buffers; when every
 /// buffer is still downstream `frame` returns nil instead of growing (the caller drops). Made
@@ -10,49 +11,55 @@ import Foundation
 /// the backlog that really happened, never past `limit`, and goes back to the system once the
 /// backlog is over (PictureMemory: beyond `prewarm`, buffers unused for a second or two are
 /// unmapped). Only a pool with no buffer at all allocates on the taking thread: its first picture.
-public final class BoundedFramePool: @unchecked Sendable {
+public final class BoundedFramePool: Sendable {
     /// The bound, and the one buffer being made ready; shared with the preparing thread.
-    final class Budget: @unchecked Sendable {
-        let lock = NSLock()
+    final class Budget: Sendable {
+        private struct Preparation {
+            /// An address, not a pointer: the block crosses from the preparing thread by address.
+            var spare: UInt?
+            var preparing = false
+        }
+        /// Takings are serialized here, so `mapped` only grows under this lock (PictureMemory's
+        /// own lock is taken inside it, never the other way round).
+        private let preparation = Mutex(Preparation())
         let memory: PictureMemory
-        var spare: UnsafeMutableRawPointer?
-        var preparing = false
         let limit: Int
         init(memory: PictureMemory, limit: Int) {
             self.memory = memory
             self.limit = limit
         }
-        deinit { if let spare { munmap(spare, memory.blockSize) } }
+        deinit { if let spare = preparation.withLock({ $0.spare }) { munmap(UnsafeMutableRawPointer(bitPattern: spare), memory.blockSize) } }
 
-        /// Takings are serialized here, so `mapped` only grows under this lock.
         func take(synchronous: Bool) -> UnsafeMutableRawPointer? {
             if let b = memory.reuse() { return b }
-            lock.lock()
-            defer { lock.unlock() }
-            if let ready = spare {
-                spare = nil
-                memory.adopt(ready)
-                return ready
+            let (block, prepare) = preparation.withLock { p -> (UInt?, Bool) in
+                if let ready = p.spare, let pointer = UnsafeMutableRawPointer(bitPattern: ready) {
+                    p.spare = nil
+                    memory.adopt(pointer)
+                    return (ready, false)
+                }
+                let mapped = memory.mappedBlocks
+                guard mapped < limit else { return (nil, false) }
+                if synchronous || mapped == 0 { return (memory.allocate().map { UInt(bitPattern: $0) }, false) }
+                if p.preparing { return (nil, false) }
+                p.preparing = true
+                return (nil, true)
             }
-            let mapped = memory.mappedBlocks
-            guard mapped < limit else { return nil }
-            if synchronous || mapped == 0 { return memory.allocate() }
-            if !preparing {
-                preparing = true
-                DispatchQueue.global(qos: .userInitiated).async { self.prepare() }
-            }
-            return nil
+            if prepare { DispatchQueue.global(qos: .userInitiated).async { self.prepare() } }
+            return block.flatMap { UnsafeMutableRawPointer(bitPattern: $0) }
         }
 
         private func prepare() {
             let size = memory.blockSize
             let buffer = PictureMemory.map(size)
             if let b = buffer { memset(b, 0, size) }
-            lock.lock()
-            preparing = false
-            let keep = spare == nil && memory.mappedBlocks < limit
-            if keep { spare = buffer }
-            lock.unlock()
+            let address = buffer.map { UInt(bitPattern: $0) }
+            let keep = preparation.withLock { p in
+                p.preparing = false
+                let keep = p.spare == nil && memory.mappedBlocks < limit
+                if keep { p.spare = address }
+                return keep
+            }
             if !keep, let b = buffer { munmap(b, size) }
         }
     }

@@ -1,5 +1,6 @@
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// FFmpeg's own log. By default it goes to stderr as FFmpeg writes it, errors only. A tool that
 /// prints its own messages routes it (`route`): every line reaches a handler with its level and
@@ -32,14 +33,11 @@ public enum FFmpegLog {
         }
     }
 
-    nonisolated(unsafe) private static var handler: (@Sendable (Line) -> Void)?
-    private static let handlerLock = NSLock()
+    private static let handler = Mutex<(@Sendable (Line) -> Void)?>(nil)
 
     /// Sends every line at `maxLevel` or more severe to `handler` (from whatever thread logged it).
     public static func route(maxLevel: Int32, to handler: @escaping @Sendable (Line) -> Void) {
-        handlerLock.lock()
-        self.handler = handler
-        handlerLock.unlock()
+        self.handler.withLock { $0 = handler }
         av_log_set_level(maxLevel)
         av_log_set_callback { avcl, level, format, args in
             guard level <= av_log_get_level(), let format, let args else { return }
@@ -53,10 +51,7 @@ public enum FFmpegLog {
     }
 
     private static func deliver(_ line: Line) {
-        handlerLock.lock()
-        let h = handler
-        handlerLock.unlock()
-        h?(line)
+        handler.withLock { $0 }?(line)
     }
 
     private static func component(_ avcl: UnsafeMutableRawPointer?) -> String? {

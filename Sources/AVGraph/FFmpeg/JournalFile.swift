@@ -1,5 +1,6 @@
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// The output of a muxer that must stay playable whatever ends the process: the muxer writes
 /// into memory, and each unit it completes (the header, then one fragment per call) reaches the
@@ -8,7 +9,7 @@ import Foundation
 /// cut loses. A failed write (a full disk, an I/O error) cuts the file back to the end of the
 /// last complete unit, so what was written still plays, and every later write reports the same
 /// failure.
-public final class JournalFile: @unchecked Sendable {
+public final class JournalFile {
     public let path: String
     /// The muxer's output (custom I/O over this journal).
     public private(set) var io: UnsafeMutablePointer<AVIOContext>?
@@ -24,15 +25,19 @@ public final class JournalFile: @unchecked Sendable {
     /// Highest offset written or pending: the file's size once everything is out.
     private var end: Int64 = 0
     private let syncQueue = DispatchQueue(label: "avgraph.journal.sync")
-    private let syncLock = NSLock()
-    private var syncScheduled = false
+    /// Whether a sync is queued, shared with the sync queue.
+    private let syncScheduled = SyncSchedule()
     private var lastSync = Date.distantPast
     private var closed = false
 
-    /// Held while bytes go to a journal, so a forced exit never cuts a unit in half.
-    static let writes = NSLock()
-    private static let exitLock = NSLock()
-    nonisolated(unsafe) private static var temporaries: Set<String> = []
+    private final class SyncSchedule: Sendable {
+        let scheduled = Mutex(false)
+    }
+
+    /// Bytes going to a journal (one at a time), so a forced exit never cuts a unit in half;
+    /// `exiting` holds back every write after `settleForExit`.
+    private static let writes = ConditionLock((writing: false, exiting: false))
+    private static let temporaries = Mutex<Set<String>>([])
 
     /// What one unit is called in messages (a fragment, a cluster, a packet).
     let unit: String
@@ -95,8 +100,12 @@ public final class JournalFile: @unchecked Sendable {
     private func writePending() throws {
         if let failure { throw failure }
         guard !pending.isEmpty else { return }
-        Self.writes.lock()
-        defer { Self.writes.unlock() }
+        _ = Self.writes.wait { s -> Bool? in
+            guard !s.writing && !s.exiting else { return nil }
+            s.writing = true
+            return true
+        }
+        defer { Self.writes.withLockWakingAll { $0.writing = false } }
         var done = 0
         let total = pending.count
         let error: Int32? = pending.withUnsafeBytes { bytes in
@@ -140,16 +149,13 @@ public final class JournalFile: @unchecked Sendable {
     /// At most two a second: an offline run completes fragments faster than a disk syncs, and
     /// other containers commit every packet. `close` syncs whatever is left.
     private func scheduleSync() {
-        syncLock.lock()
-        defer { syncLock.unlock() }
-        if syncScheduled || Date().timeIntervalSince(lastSync) < 0.5 { return }
-        syncScheduled = true
+        let schedule = syncScheduled
+        if schedule.scheduled.withLock({ $0 }) || Date().timeIntervalSince(lastSync) < 0.5 { return }
+        schedule.scheduled.withLock { $0 = true }
         lastSync = Date()
         let fd = fd
-        syncQueue.async { [self] in
-            syncLock.lock()
-            syncScheduled = false
-            syncLock.unlock()
+        syncQueue.async {
+            schedule.scheduled.withLock { $0 = false }
             fdatasync(fd)
         }
     }
@@ -175,14 +181,8 @@ public final class JournalFile: @unchecked Sendable {
     /// so the journal stays whole until its replacement is. A forced exit meanwhile removes the
     /// temporary and leaves the journal.
     public static func replace(_ path: String, with temporary: String, _ write: () throws -> Void) throws {
-        exitLock.lock()
-        temporaries.insert(temporary)
-        exitLock.unlock()
-        defer {
-            exitLock.lock()
-            temporaries.remove(temporary)
-            exitLock.unlock()
-        }
+        _ = temporaries.withLock { $0.insert(temporary) }
+        defer { _ = temporaries.withLock { $0.remove(temporary) } }
         do {
             try write()
             let fd = open(temporary, O_RDONLY | O_CLOEXEC)
@@ -200,10 +200,11 @@ public final class JournalFile: @unchecked Sendable {
     /// For an exit that cannot wait: lets a unit being written finish (up to `timeout`),
     /// then removes half-made replacements. The caller exits right after.
     public static func settleForExit(timeout: TimeInterval = 2) {
-        _ = writes.lock(before: Date(timeIntervalSinceNow: timeout))
-        if exitLock.lock(before: Date(timeIntervalSinceNow: 0.2)) {
-            for t in temporaries { unlink(t) }
+        _ = writes.wait(until: Monotonic.now + timeout) { s -> Bool? in
+            s.exiting = true
+            return s.writing ? nil : true
         }
+        temporaries.withLock { for t in $0 { unlink(t) } }
     }
 }
 

@@ -3,29 +3,21 @@ import Foundation
 
 /// Lets another thread cut short whatever a `NetworkMuxer` is blocked in (connecting, writing to
 /// a stalled peer): libavformat polls it through its interrupt callback about every 100 ms.
-public final class CancelFlag: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var set = false
+public final class CancelFlag: Sendable {
+    private let cancelled = ConditionLock(false)
 
     public init() {}
 
     public func cancel() {
-        condition.lock()
-        set = true
-        condition.broadcast()
-        condition.unlock()
+        cancelled.withLockWakingAll { $0 = true }
     }
 
-    public var isCancelled: Bool { condition.lock(); defer { condition.unlock() }; return set }
+    public var isCancelled: Bool { cancelled.withLock { $0 } }
 
     /// Waits `seconds` (a backoff) unless cancelled first; true when cancelled. A cancel ends the wait at once.
     @discardableResult
     public func wait(seconds: Double) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        condition.lock()
-        defer { condition.unlock() }
-        while !set && condition.wait(until: deadline) {}
-        return set
+        cancelled.wait(until: Monotonic.now + seconds) { $0 ? true : nil } ?? false
     }
 }
 

@@ -1,5 +1,6 @@
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// Picture buffers of one size that go back to the system after a backlog. FFmpeg's
 /// `AVBufferPool` keeps every buffer it ever made until the pool ends, so one encoder stall
@@ -9,59 +10,61 @@ import Foundation
 /// anonymous mapping, and a block coming back is unmapped at once when the pool holds more than
 /// the most pictures in use over the last `window` (at least `floor`): in steady state the
 /// same blocks go round, after a backlog the extra ones are given back within about two windows.
-final class PictureMemory: @unchecked Sendable {
+final class PictureMemory: Sendable {
     let blockSize: Int
     /// Blocks never given back (what the owner prewarms).
     let floor: Int
     private let window: UInt64
-    private let lock = NSLock()
-    private var free: [UnsafeMutableRawPointer] = []
-    private var inUse = 0
-    private var peak = (current: 0, previous: 0)
-    private var windowStart: UInt64
-
-    /// Blocks mapped now (free or out).
-    private(set) var mapped = 0
+    private struct Blocks {
+        /// Addresses, not pointers: a block crosses threads by address (whoever took it owns its bytes).
+        var free: [UInt] = []
+        var inUse = 0
+        var peak = (current: 0, previous: 0)
+        var windowStart: UInt64
+        /// Blocks mapped now (free or out).
+        var mapped = 0
+    }
+    private let blocks: Mutex<Blocks>
 
     init(bytes: Int, floor: Int = 0, window: Double = 1) {
         let page = Int(getpagesize())
         blockSize = (bytes + page - 1) / page * page
         self.floor = floor
         self.window = UInt64(window * 1e9)
-        windowStart = DispatchTime.now().uptimeNanoseconds
+        blocks = Mutex(Blocks(windowStart: DispatchTime.now().uptimeNanoseconds))
     }
 
     deinit {
-        for b in free { munmap(b, blockSize) }
+        for b in blocks.withLock({ $0.free }) { munmap(UnsafeMutableRawPointer(bitPattern: b), blockSize) }
     }
 
     /// Blocks mapped now, read under the lock.
-    var mappedBlocks: Int { lock.withLock { mapped } }
+    var mappedBlocks: Int { blocks.withLock { $0.mapped } }
 
     /// A free block, or nil when there is none (`allocate` then maps one).
     func reuse() -> UnsafeMutableRawPointer? {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let b = free.popLast() else { return nil }
-        noteTaken()
-        return b
+        blocks.withLock { s in
+            guard let b = s.free.popLast() else { return nil }
+            noteTaken(&s)
+            return UnsafeMutableRawPointer(bitPattern: b)
+        }
     }
 
     /// A new block (its pages fault on first touch), counted as in use.
     func allocate() -> UnsafeMutableRawPointer? {
         guard let b = Self.map(blockSize) else { return nil }
-        lock.withLock {
-            mapped += 1
-            noteTaken()
+        blocks.withLock {
+            $0.mapped += 1
+            noteTaken(&$0)
         }
         return b
     }
 
     /// A mapped block made ready elsewhere, handed over as in use.
     func adopt(_ b: UnsafeMutableRawPointer) {
-        lock.withLock {
-            mapped += 1
-            noteTaken()
+        blocks.withLock {
+            $0.mapped += 1
+            noteTaken(&$0)
         }
     }
 
@@ -73,13 +76,15 @@ final class PictureMemory: @unchecked Sendable {
     /// A block the last picture using it has let go of: kept for reuse, or unmapped when the
     /// pool holds more than recent use needs.
     func giveBack(_ b: UnsafeMutableRawPointer) {
-        lock.lock()
-        inUse -= 1
-        rollWindow()
-        let keep = max(floor, peak.current, peak.previous)
-        let unmap = mapped > keep
-        if unmap { mapped -= 1 } else { free.append(b) }
-        lock.unlock()
+        let floor = floor
+        let unmap = blocks.withLock { s in
+            s.inUse -= 1
+            rollWindow(&s)
+            let keep = max(floor, s.peak.current, s.peak.previous)
+            let unmap = s.mapped > keep
+            if unmap { s.mapped -= 1 } else { s.free.append(UInt(bitPattern: b)) }
+            return unmap
+        }
         if unmap { munmap(b, blockSize) }
     }
 
@@ -98,17 +103,17 @@ final class PictureMemory: @unchecked Sendable {
         return ref
     }
 
-    private func noteTaken() {
-        inUse += 1
-        rollWindow()
-        peak.current = max(peak.current, inUse)
+    private func noteTaken(_ s: inout Blocks) {
+        s.inUse += 1
+        rollWindow(&s)
+        s.peak.current = max(s.peak.current, s.inUse)
     }
 
-    private func rollWindow() {
+    private func rollWindow(_ s: inout Blocks) {
         let now = DispatchTime.now().uptimeNanoseconds
-        guard now - windowStart >= window else { return }
+        guard now - s.windowStart >= window else { return }
         // A window with no activity at all says nothing about the one before it.
-        peak = now - windowStart >= 2 * window ? (inUse, inUse) : (inUse, peak.current)
-        windowStart = now
+        s.peak = now - s.windowStart >= 2 * window ? (s.inUse, s.inUse) : (s.inUse, s.peak.current)
+        s.windowStart = now
     }
 }

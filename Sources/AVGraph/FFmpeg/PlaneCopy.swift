@@ -6,7 +6,7 @@ import Foundation
 /// FFmpeg's `av_image_copy_plane` (memcpy per row, or one memcpy when the strides match).
 public enum PlaneCopy {
     /// One source plane: its first byte and the bytes from one row to the next.
-    public struct Plane: @unchecked Sendable {
+    public struct Plane {
         public var base: UnsafeRawPointer
         public var stride: Int
         public init(base: UnsafeRawPointer, stride: Int) {

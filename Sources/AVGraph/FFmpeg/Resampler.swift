@@ -23,7 +23,7 @@ public struct AudioShape: Sendable, Equatable, CustomStringConvertible {
 /// One swresample context: any rate/channels/format in, one shape out, into pooled frames.
 /// Channel layouts are FFmpeg's defaults for the counts; a mono source feeds every output
 /// channel at full level (a microphone should sound as loud in stereo as it does alone).
-public final class Resampler: @unchecked Sendable {
+public final class Resampler {
     public let input: AudioShape
     public let output: AudioShape
     private var swr: OpaquePointer?

@@ -3,7 +3,7 @@ import Foundation
 
 /// One swscale context: a fixed source geometry and format to a fixed target geometry and
 /// format, with the range/matrix conversion done in the same pass (BT.709 limited out).
-public final class Scaler: @unchecked Sendable {
+public final class Scaler {
     public enum Quality: String, CaseIterable, Sendable {
         case fast, bilinear, bicubic, lanczos
         var flags: Int32 {

@@ -9,6 +9,8 @@ import Foundation
 /// picture is read once and the turn happens on a strip that stays in cache. Range conversion
 /// to limited is folded into the filters; a matrix conversion is not (`init` returns nil and
 /// `resize` keeps swscale for it, as for every other format or an upright picture).
+// @unchecked: `scale` runs its column parts on several threads at once, each writing only its own scratch
+// block (raw pointers); the filters are read-only after init.
 public final class TurnScaler: @unchecked Sendable {
     /// One plane of the output: which stored plane feeds it, and its two filters.
     struct PlanePass {

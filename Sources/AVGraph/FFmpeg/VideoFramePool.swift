@@ -6,7 +6,7 @@ import CFFmpeg
 /// (PictureMemory).
 /// Each picture is one buffer holding all planes (`av_image_fill_arrays` layout), which lets a
 /// raw file be read straight into it when `alignment` is 1.
-public final class VideoFramePool: @unchecked Sendable {
+public final class VideoFramePool {
     public let width: Int
     public let height: Int
     public let pixelFormat: AVPixelFormat

@@ -3,6 +3,8 @@ import CFFmpeg
 /// One reference to a raw video picture or audio block in an FFmpeg `AVFrame`.
 /// Passing it on passes the reference; `ref()` makes a second header over the same buffers.
 /// A frame handed downstream is never written again, which is what makes sharing it safe.
+// @unchecked: an AVFrame pointer is not Sendable; a frame goes from thread to thread along the edges,
+// and one handed downstream is never written again (see above).
 public final class Frame: @unchecked Sendable {
     public let av: UnsafeMutablePointer<AVFrame>
     public var timeBase: Rational

@@ -2,6 +2,7 @@ import CFFmpeg
 
 /// How an encoded stream is described to a muxer: FFmpeg's codec parameters plus the time
 /// base of its packets. Shared by every packet of one encoder.
+// @unchecked: an AVCodecParameters pointer is not Sendable; it is written once, in init, and only read after.
 public final class EncodedStream: @unchecked Sendable {
     public let parameters: UnsafeMutablePointer<AVCodecParameters>
     public let timeBase: Rational
@@ -32,6 +33,8 @@ public final class EncodedStream: @unchecked Sendable {
 }
 
 /// One reference to an encoded packet in an FFmpeg `AVPacket`.
+// @unchecked: an AVPacket pointer is not Sendable; a packet goes from thread to thread along the
+// edges, one holder at a time writing it (a reference per consumer: `ref()`).
 public final class Packet: @unchecked Sendable {
     public let av: UnsafeMutablePointer<AVPacket>
     public let stream: EncodedStream
@@ -67,7 +70,7 @@ public final class Packet: @unchecked Sendable {
 }
 
 /// What travels on an edge.
-public enum MediaBuffer: @unchecked Sendable {
+public enum MediaBuffer: Sendable {
     case frame(Frame)
     case packet(Packet)
 

@@ -51,32 +51,27 @@ public enum PipeLoader {
         if let refused = PipeScan.refusal(text, file: file) {
             return (nil, [refused])
         }
-        let result = ParseBox()
+        let parsed = ConditionLock<Result<PipeValue?, Diagnostic>?>(nil)
         let thread = Thread {
+            let outcome: Result<PipeValue?, Diagnostic>
             do {
                 let node = try Yams.compose(yaml: text, .basic)
-                result.value = try node.map { try convert($0, file: file) }
+                outcome = .success(try node.map { try convert($0, file: file) })
             } catch let refused as Diagnostic {
-                result.diagnostic = refused
+                outcome = .failure(refused)
             } catch {
-                result.diagnostic = diagnostic(for: error, text: text, file: file)
+                outcome = .failure(diagnostic(for: error, text: text, file: file))
             }
-            result.done.signal()
+            parsed.withLockWakingAll { $0 = outcome }
         }
         thread.stackSize = 64 << 20
         thread.start()
-        result.done.wait()
-        if let d = result.diagnostic { return (nil, [d]) }
-        guard let value = result.value else {
+        let outcome = parsed.wait { $0 }!
+        if case .failure(let d) = outcome { return (nil, [d]) }
+        guard case .success(let parsedValue) = outcome, let value = parsedValue else {
             return (nil, [.error(start, "file has no content (only comments or blank lines)", hint: "a pipeline needs at least 'nodes:'")])
         }
         return (value, [])
-    }
-
-    private final class ParseBox: @unchecked Sendable {
-        var value: PipeValue?
-        var diagnostic: Diagnostic?
-        let done = DispatchSemaphore(value: 0)
     }
 
     static func firstInvalidUTF8(_ data: Data) -> Int {

@@ -56,7 +56,7 @@ enum ControlCommands {
             }
             return .success(echo)
         }
-        let done = DispatchSemaphore(value: 0)
+        let done = ConditionLock(false)
         let result = ResultBox()
         let events = run.events
         run.set(node: node.name, option: spec.name, value: value) { error in
@@ -64,9 +64,9 @@ enum ControlCommands {
             if result.settle(error), let error {
                 events.emit(.warning(.init("the change of \(spec.name) that timed out was refused: \(error)")), node: node.name)
             }
-            done.signal()
+            done.withLockWakingAll { $0 = true }
         }
-        if done.wait(timeout: .now() + setTimeout) == .timedOut, result.timeOut() {
+        if done.wait(until: Monotonic.now + setTimeout, { $0 ? true : nil }) == nil, result.timeOut() {
             return fail("\(node.name).\(spec.name): not taken within \(Int(setTimeout)) s (the node is busy or stalled); "
                 + "it stays queued: an 'applied' event or a warning will tell")
         }

@@ -47,17 +47,14 @@ extension PipelineRun {
 
 /// A node's answer to one control question, handed from the node's thread to the control thread waiting for it.
 final class NodeReply: Sendable {
-    private let answer = Mutex<NodeControlAnswer?>(nil)
-    private let answered = DispatchSemaphore(value: 0)
+    private let answer = ConditionLock<NodeControlAnswer?>(nil)
 
     func settle(_ a: NodeControlAnswer) {
-        answer.withLock { $0 = a }
-        answered.signal()
+        answer.withLockWakingAll { $0 = a }
     }
 
     /// The answer, or nil when none came within `seconds`.
     func wait(seconds: Double) -> NodeControlAnswer? {
-        guard answered.wait(timeout: .now() + seconds) == .success else { return nil }
-        return answer.withLock { $0 }
+        answer.wait(until: Monotonic.now + seconds) { $0 }
     }
 }

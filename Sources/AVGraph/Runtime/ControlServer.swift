@@ -14,7 +14,7 @@ import Glibc
 /// for replies and by one writer thread for events. A client whose queue overflows (a watcher
 /// that does not read) is hung up on. At most `maxClients` connections at once; the next one
 /// gets an error line and is closed.
-public final class ControlServer: @unchecked Sendable {
+public final class ControlServer: Sendable {
     public let path: String
     let run: PipelineRun
     public static let maxClients = 256
@@ -23,14 +23,23 @@ public final class ControlServer: @unchecked Sendable {
 
     private let listener: Int32
     private let identity: [UInt]
-    /// Guards `clients`, `closed` and every client's fd, queue and state.
-    private let lock = NSLock()
-    private var clients: [Client] = []
-    private var closed = false
+    /// Every client's fd, queue and state; the accept thread sleeps on it when out of fds, until
+    /// a client leaves or the server closes.
+    private let shared = ConditionLock(Shared())
     /// Wakes the writer thread when events were queued (a pipe: read end, write end).
-    private var wake: [Int32] = [-1, -1]
+    private let wake: [Int32]
 
-    final class Client: @unchecked Sendable {
+    private struct Shared {
+        /// By `Client.id`.
+        var clients: [Int: Client] = [:]
+        var closed = false
+        var nextID = 0
+        /// Counts fds freed by clients leaving.
+        var freed = 0
+    }
+
+    struct Client {
+        let id: Int
         /// Open while `open`; closed only by `finish`, under the server's lock.
         let fd: Int32
         var open = true
@@ -40,7 +49,6 @@ public final class ControlServer: @unchecked Sendable {
         var chunks: [[UInt8]] = []
         var offset = 0
         var queued = 0
-        init(fd: Int32) { self.fd = fd }
     }
 
     /// The socket path for a pipeline name: `$XDG_RUNTIME_DIR/avgraph/NAME.sock`, else `/tmp/avgraph-UID/NAME.sock`.
@@ -49,8 +57,10 @@ public final class ControlServer: @unchecked Sendable {
     public init(run: PipelineRun, path: String) throws {
         self.run = run
         self.path = path
+        var wake: [Int32] = [-1, -1]
         guard pipe(&wake) == 0 else { throw MediaError("control socket: pipe: \(String(cString: strerror(errno)))") }
         for fd in wake { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        self.wake = wake
         let folder = (path as NSString).deletingLastPathComponent
         do {
             // The default folder is made and checked (ours, 0700, not a symlink) before use.
@@ -73,31 +83,32 @@ public final class ControlServer: @unchecked Sendable {
     deinit { for fd in wake { Glibc.close(fd) } }
 
     public func close() {
-        lock.lock()
-        if closed { lock.unlock(); return }
-        closed = true
-        for c in clients where c.open { shutdown(c.fd, Int32(SHUT_RDWR)) }
-        lock.unlock()
+        // Wakes the accept thread if it waits for a descriptor.
+        let first = shared.withLockWakingAll { s in
+            if s.closed { return false }
+            s.closed = true
+            for c in s.clients.values where c.open { shutdown(c.fd, Int32(SHUT_RDWR)) }
+            return true
+        }
+        guard first else { return }
         // The accept thread closes the listener itself once accept returns: no fd is closed under it.
         shutdown(listener, Int32(SHUT_RDWR))
-        descriptorFreed.broadcast()
         wakeWriter()
         // Only the socket we bound: a file put there since is not ours to delete.
         PrivateSocket.remove(path: path, identity: identity)
     }
 
-    /// Signalled when a client's fd is closed or the server closes.
-    private let descriptorFreed = NSCondition()
-
     /// Out of fds: back off until a client leaves or the server closes; an fd freed elsewhere in
     /// the process gives no signal, so the backoff also ends after 100 ms.
     private func waitForDescriptor() {
-        descriptorFreed.lock()
-        if !isClosed { _ = descriptorFreed.wait(until: Date(timeIntervalSinceNow: 0.1)) }
-        descriptorFreed.unlock()
+        var seen: Int?
+        _ = shared.wait(until: Monotonic.now + 0.1) { s -> Bool? in
+            if seen == nil { seen = s.freed }
+            return s.closed || s.freed != seen ? true : nil
+        }
     }
 
-    private var isClosed: Bool { lock.lock(); defer { lock.unlock() }; return closed }
+    private var isClosed: Bool { shared.withLock { $0.closed } }
 
     private func acceptLoop() {
         defer { Glibc.close(listener) }
@@ -115,17 +126,17 @@ public final class ControlServer: @unchecked Sendable {
                 run.events.emit(.warning(.init("control socket: refused a connection from another user (uid \(uid))")))
                 continue
             }
-            let client = Client(fd: fd)
-            lock.lock()
-            let full = clients.count >= Self.maxClients
-            if !full && !closed { clients.append(client) }
-            let admitted = !full && !closed
-            lock.unlock()
-            if !admitted {
+            let id: Int? = shared.withLock { s in
+                guard s.clients.count < Self.maxClients && !s.closed else { return nil }
+                s.nextID += 1
+                s.clients[s.nextID] = Client(id: s.nextID, fd: fd)
+                return s.nextID
+            }
+            guard let id else {
                 refuse(fd, "too many control clients (at most \(Self.maxClients) at once); try again later")
                 continue
             }
-            let t = Thread { [self] in serve(client) }
+            let t = Thread { [self] in serve(id, fd: fd) }
             t.name = "control-client"
             t.stackSize = 256 << 10
             t.start()
@@ -138,13 +149,13 @@ public final class ControlServer: @unchecked Sendable {
         Glibc.close(fd)
     }
 
-    private func serve(_ client: Client) {
+    private func serve(_ client: Int, fd: Int32) {
         var buffer = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 4096)
         var discarding = false
         defer { finish(client) }
         while true {
-            let n = read(client.fd, &chunk, chunk.count)
+            let n = read(fd, &chunk, chunk.count)
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { return }
             for b in chunk[0..<n] {
@@ -165,31 +176,33 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     /// The client's thread, when its connection ended: the only place its fd is closed.
-    private func finish(_ client: Client) {
-        lock.lock()
-        client.open = false
-        client.chunks.removeAll()
-        clients.removeAll { $0 === client }
-        Glibc.close(client.fd)
-        lock.unlock()
-        descriptorFreed.broadcast()
+    private func finish(_ client: Int) {
+        // Wakes the accept thread if it waits for a descriptor.
+        shared.withLockWakingAll { s in
+            guard let c = s.clients.removeValue(forKey: client) else { return }
+            Glibc.close(c.fd)
+            s.freed += 1
+        }
         // The writer may be polling this fd: it builds its list again, so it never waits on an fd reused by another.
         wakeWriter()
     }
 
-    private func reply(_ client: Client, _ line: [UInt8]) {
-        lock.lock()
-        enqueue(line + [10], client)
-        let rest = !client.blocked && !flush(client)
-        if rest { client.blocked = true }
-        lock.unlock()
+    private func reply(_ client: Int, _ line: [UInt8]) {
+        let rest = shared.withLock { s in
+            guard var c = s.clients[client] else { return false }
+            defer { s.clients[client] = c }
+            Self.enqueue(line + [10], &c)
+            let rest = !c.blocked && !Self.flush(&c)
+            if rest { c.blocked = true }
+            return rest
+        }
         // What the socket did not take now is the writer's, once the client reads.
         if rest { wakeWriter() }
     }
 
     /// Under the lock: adds a line to the client's queue, or hangs up on a client that has let
     /// `maxQueuedBytes` pile up (its thread then sees the end and closes).
-    private func enqueue(_ bytes: [UInt8], _ client: Client) {
+    private static func enqueue(_ bytes: [UInt8], _ client: inout Client) {
         guard client.open else { return }
         if client.queued + bytes.count > Self.maxQueuedBytes {
             client.chunks.removeAll()
@@ -205,7 +218,7 @@ public final class ControlServer: @unchecked Sendable {
 
     /// Under the lock: writes what the socket takes now, without waiting. True when all was sent.
     @discardableResult
-    private func flush(_ client: Client) -> Bool {
+    private static func flush(_ client: inout Client) -> Bool {
         while client.open, let first = client.chunks.first {
             let n = first[client.offset...].withUnsafeBytes {
                 Glibc.send(client.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
@@ -231,13 +244,14 @@ public final class ControlServer: @unchecked Sendable {
 
     private func broadcast(_ line: String) {
         let bytes = Array(line.utf8) + [10]
-        lock.lock()
-        var any = false
-        for c in clients where c.watching {
-            enqueue(bytes, c)
-            any = true
+        let any = shared.withLock { s in
+            var any = false
+            for id in s.clients.keys where s.clients[id]!.watching {
+                Self.enqueue(bytes, &s.clients[id]!)
+                any = true
+            }
+            return any
         }
-        lock.unlock()
         if any { wakeWriter() }
     }
 
@@ -251,39 +265,41 @@ public final class ControlServer: @unchecked Sendable {
     private func writeLoop() {
         var drain = [UInt8](repeating: 0, count: 256)
         while true {
-            lock.lock()
-            if closed { lock.unlock(); return }
             // A blocked client is not tried again at every event (200 stuck watchers would cost
             // 200 failed sends per event), only when poll says its socket takes more.
-            var waiting: [Client] = []
-            for c in clients where !c.chunks.isEmpty {
-                if !c.blocked && !flush(c) { c.blocked = true }
-                if c.blocked { waiting.append(c) }
+            let waitingClients: [(id: Int, fd: Int32)]? = shared.withLock { s in
+                if s.closed { return nil }
+                var waiting: [(id: Int, fd: Int32)] = []
+                for id in s.clients.keys where !s.clients[id]!.chunks.isEmpty {
+                    if !s.clients[id]!.blocked && !Self.flush(&s.clients[id]!) { s.clients[id]!.blocked = true }
+                    if s.clients[id]!.blocked { waiting.append((id, s.clients[id]!.fd)) }
+                }
+                return waiting
             }
+            guard let waiting = waitingClients else { return }
             let waitingFDs = waiting.map(\.fd)
-            lock.unlock()
             // The fds may be closed and reused while polling: a wrong wake-up only costs a retry,
             // since every send happens under the lock after checking the client is still open.
             var fds = [pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)] + waitingFDs.map { pollfd(fd: $0, events: Int16(POLLOUT), revents: 0) }
             let ready = poll(&fds, nfds_t(fds.count), -1)
             if fds[0].revents != 0 { while Glibc.read(wake[0], &drain, drain.count) > 0 {} }
-            lock.lock()
             // Writable, or hung up (the send then says so): poll reports both, and a client that
             // leaves wakes this loop (`finish`), so no retry timer is needed.
-            for (i, c) in waiting.enumerated() where fds[i + 1].revents != 0 || ready < 0 { c.blocked = false }
-            lock.unlock()
+            shared.withLock { s in
+                for (i, c) in waiting.enumerated() where fds[i + 1].revents != 0 || ready < 0 { s.clients[c.id]?.blocked = false }
+            }
         }
     }
 
-    private func handle(line: [UInt8], _ client: Client) {
+    private func handle(line: [UInt8], _ client: Int) {
         if line.allSatisfy({ $0 == 32 || $0 == 13 || $0 == 9 }) { return }
         var watch = false
         reply(client, run.answer(controlLine: line) { watch = true })
         if watch {
             // After the reply is queued, so `watching: true` comes before the first event.
-            lock.lock()
-            client.watching = client.open
-            lock.unlock()
+            shared.withLock { s in
+                if let open = s.clients[client]?.open { s.clients[client]!.watching = open }
+            }
         }
     }
 }

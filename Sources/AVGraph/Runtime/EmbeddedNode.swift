@@ -135,9 +135,7 @@ import Synchronization
 
     /// Takes what the node emitted on `output` so far.
     public func take(_ output: Int) -> [MediaBuffer] {
-        var taken: [MediaBuffer] = []
-        while case .item(_, let buffer) = collectors[output].next(wants: { _ in true }, timeout: 0) { taken.append(buffer) }
-        return taken
+        collectors[output].takeAll(lane: 0)
     }
 }
 

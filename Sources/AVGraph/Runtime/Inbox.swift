@@ -1,34 +1,45 @@
 import Foundation
+import Synchronization
 
-/// The input side of one node: one bounded lane per incoming connection, all guarded by one
-/// condition so the node can wait for "anything on any input". Producers block (offline) or
+/// The input side of one node: one bounded lane per incoming connection, all behind one
+/// `ConditionLock` so the node can wait for "anything on any input". Producers block (offline) or
 /// drop by the lane's policy (live) when a lane is full.
-final class Inbox: @unchecked Sendable {
-    final class Lane {
-        var items: [MediaBuffer] = []
-        var head = 0
+final class Inbox: Sendable {
+    /// What a lane is: fixed when the run is built.
+    struct Lane: Sendable {
         let capacity: Int
         let policy: QueuePolicy
         let kind: MediaKind
-        var ended = false
-        var endDelivered = false
-        var dropped = 0
-        var waitingForKeyframe = false
-        var count: Int { items.count - head }
 
         init(capacity: Int, policy: QueuePolicy, kind: MediaKind) {
             self.capacity = capacity
             self.policy = policy
             self.kind = kind
         }
+    }
 
-        func pop() -> MediaBuffer {
-            // Lanes are short (capacity ~8): removing the item outright is cheap, and a popped
-            // frame must not stay referenced here, or its pooled picture never returns to the pool.
-            items.remove(at: head)
-        }
+    /// What a lane holds; under the lock.
+    private struct Queue {
+        var items: [MediaBuffer] = []
+        var ended = false
+        var endDelivered = false
+        var dropped = 0
+        var waitingForKeyframe = false
+        var count: Int { items.count }
 
-        func dropOldest() -> MediaBuffer? { count > 0 ? pop() : nil }
+        /// Lanes are short (capacity ~8): removing the item outright is cheap, and a popped
+        /// frame must not stay referenced here, or its pooled picture never returns to the pool.
+        mutating func pop() -> MediaBuffer { items.removeFirst() }
+
+        mutating func dropOldest() -> MediaBuffer? { count > 0 ? pop() : nil }
+    }
+
+    private struct State {
+        var queues: [Queue]
+        /// The consumer is gone (failed): producers must not wait for it.
+        var closed = false
+        /// `poke` asked the consumer to look at something else.
+        var poked = false
     }
 
     enum Next {
@@ -39,210 +50,198 @@ final class Inbox: @unchecked Sendable {
         case timeout
     }
 
-    let condition = NSCondition()
-    var lanes: [Lane]
-    /// The consumer is gone (failed): producers must not wait for it.
-    private var closed = false
+    let lanes: [Lane]
+    private let state: ConditionLock<State>
     let memory: MemoryBudget
 
     init(lanes: [Lane], memory: MemoryBudget) {
         self.lanes = lanes
         self.memory = memory
+        state = ConditionLock(State(queues: lanes.map { _ in Queue() }))
     }
 
     /// Puts `item` on lane `i`; returns false when it was dropped.
     @discardableResult
     func push(_ item: MediaBuffer, lane i: Int, stopping: () -> Bool) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
         let lane = lanes[i]
-        if closed { lane.dropped += 1; return false }
-        if lane.waitingForKeyframe {
-            if let p = item.packet, p.isKeyframe { lane.waitingForKeyframe = false } else { lane.dropped += 1; return false }
-        }
-        // Over the memory budget, video gives way first so audio never has to.
-        if memory.isOver && lane.kind.isVideo && lane.policy != .block {
-            lane.dropped += 1
-            if lane.kind == .encodedVideo { lane.waitingForKeyframe = true }
-            return false
-        }
-        while lane.count >= lane.capacity {
-            switch lane.policy {
-            case .block:
-                if closed || stopping() && lane.count >= lane.capacity * 4 { lane.dropped += 1; return false }
-                // Woken by the consumer taking an item, `close`, or the run stopping (`wake`).
-                condition.wait()
-                if closed { lane.dropped += 1; return false }
-                continue
-            case .dropNewest:
-                lane.dropped += 1
+        let memory = memory
+        // Tried again each time the consumer takes an item, `close`, or the run stops (`wake`);
+        // woken consumers look at what was added.
+        return state.wait(wakingOthers: { $0 }) { s -> Bool? in
+            if s.closed { s.queues[i].dropped += 1; return false }
+            if s.queues[i].waitingForKeyframe {
+                if let p = item.packet, p.isKeyframe { s.queues[i].waitingForKeyframe = false } else { s.queues[i].dropped += 1; return false }
+            }
+            // Over the memory budget, video gives way first so audio never has to.
+            if memory.isOver && lane.kind.isVideo && lane.policy != .block {
+                s.queues[i].dropped += 1
+                if lane.kind == .encodedVideo { s.queues[i].waitingForKeyframe = true }
                 return false
-            case .dropOldest:
-                if let old = lane.dropOldest() { memory.release(old) }
-                lane.dropped += 1
-            case .dropToKeyframe:
-                // Drop everything queued and wait for the next keyframe: the decoder never sees a broken chain.
-                while let old = lane.dropOldest() { memory.release(old); lane.dropped += 1 }
-                if let p = item.packet, !p.isKeyframe {
-                    lane.waitingForKeyframe = true
-                    lane.dropped += 1
+            }
+            while s.queues[i].count >= lane.capacity {
+                switch lane.policy {
+                case .block:
+                    if stopping() && s.queues[i].count >= lane.capacity * 4 { s.queues[i].dropped += 1; return false }
+                    return nil
+                case .dropNewest:
+                    s.queues[i].dropped += 1
                     return false
+                case .dropOldest:
+                    if let old = s.queues[i].dropOldest() { memory.release(old) }
+                    s.queues[i].dropped += 1
+                case .dropToKeyframe:
+                    // Drop everything queued and wait for the next keyframe: the decoder never sees a broken chain.
+                    while let old = s.queues[i].dropOldest() { memory.release(old); s.queues[i].dropped += 1 }
+                    if let p = item.packet, !p.isKeyframe {
+                        s.queues[i].waitingForKeyframe = true
+                        s.queues[i].dropped += 1
+                        return false
+                    }
                 }
             }
-        }
-        lane.items.append(item)
-        memory.add(item)
-        condition.broadcast()
-        return true
+            s.queues[i].items.append(item)
+            memory.add(item)
+            return true
+        }!
     }
 
     func end(lane i: Int) {
-        condition.lock()
-        lanes[i].ended = true
-        condition.broadcast()
-        condition.unlock()
+        state.withLockWakingAll { $0.queues[i].ended = true }
     }
 
     /// Wakes producers waiting on a full lane: the run is stopping.
-    func wake() {
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
-    }
+    func wake() { state.wakeAll() }
 
     /// Ends the consumer's current wait in `next` (with `.timeout`) even though nothing arrived:
     /// a live change waits for it, and a node without deadlines otherwise sleeps until media comes.
     func poke() {
-        condition.lock()
-        poked = true
-        condition.broadcast()
-        condition.unlock()
+        state.withLockWakingAll { $0.poked = true }
     }
-    private var poked = false
 
     func close() {
-        condition.lock()
-        closed = true
-        for lane in lanes { while let old = lane.dropOldest() { memory.release(old) } }
-        condition.broadcast()
-        condition.unlock()
+        let memory = memory
+        state.withLockWakingAll { s in
+            s.closed = true
+            for i in s.queues.indices { while let old = s.queues[i].dropOldest() { memory.release(old) } }
+        }
+    }
+
+    /// Everything queued on lane `i`, taken at once (a test harness's collector).
+    func takeAll(lane i: Int) -> [MediaBuffer] {
+        let memory = memory
+        return state.withLock { s in
+            defer { s.queues[i].items.removeAll() }
+            for item in s.queues[i].items { memory.release(item) }
+            return s.queues[i].items
+        }
     }
 
     /// The next thing for the consumer: an item from the oldest-timed lane it wants, a lane's end,
     /// or `timeout` after `timeout` seconds of nothing (realtime ticks).
     func next(wants: (Int) -> Bool, timeout: Double?) -> Next {
-        condition.lock()
-        defer { condition.unlock() }
-        let deadline = timeout.map { Date(timeIntervalSinceNow: $0) }
-        while true {
+        let deadline = timeout.map { Monotonic.now + $0 }
+        let memory = memory
+        // Taking an item makes room a producer may be waiting for.
+        let next = state.wait(until: deadline, wakingOthers: { if case .item = $0 { true } else { false } }) { s -> Next? in
             var best: Int?
             var bestTime = Int64.max
-            for (i, lane) in lanes.enumerated() where lane.count > 0 && wants(i) {
-                let t = lane.items[lane.head].time
+            for (i, queue) in s.queues.enumerated() where queue.count > 0 && wants(i) {
+                let t = queue.items[0].time
                 if t < bestTime { bestTime = t; best = i }
             }
             if best == nil {
                 // A lane nobody wants right now still has to drain at its end, or the run could stall.
-                for (i, lane) in lanes.enumerated() where lane.count > 0 && lanes.allSatisfy({ $0.count > 0 || $0.ended }) {
+                for (i, queue) in s.queues.enumerated() where queue.count > 0 && s.queues.allSatisfy({ $0.count > 0 || $0.ended }) {
                     best = i
                     break
                 }
             }
             if let i = best {
-                let item = lanes[i].pop()
+                let item = s.queues[i].pop()
                 memory.release(item)
-                condition.broadcast()
                 return .item(i, item)
             }
-            for (i, lane) in lanes.enumerated() where lane.ended && lane.count == 0 && !lane.endDelivered {
-                lane.endDelivered = true
+            for i in s.queues.indices where s.queues[i].ended && s.queues[i].count == 0 && !s.queues[i].endDelivered {
+                s.queues[i].endDelivered = true
                 return .ended(i)
             }
-            if lanes.allSatisfy({ $0.endDelivered }) { return .allEnded }
-            if poked {
-                poked = false
+            if s.queues.allSatisfy({ $0.endDelivered }) { return .allEnded }
+            if s.poked {
+                s.poked = false
                 return .timeout
             }
-            if let deadline {
-                if !condition.wait(until: deadline) { return .timeout }
-            } else {
-                condition.wait()
-            }
+            return nil
         }
+        return next ?? .timeout
     }
 
-    var depths: [Int] {
-        condition.lock()
-        defer { condition.unlock() }
-        return lanes.map(\.count)
-    }
+    var depths: [Int] { state.withLock { $0.queues.map(\.count) } }
 
-    func depth(lane i: Int) -> Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return lanes[i].count
-    }
+    func depth(lane i: Int) -> Int { state.withLock { $0.queues[i].count } }
 
-    var drops: [Int] {
-        condition.lock()
-        defer { condition.unlock() }
-        return lanes.map(\.dropped)
+    var drops: [Int] { state.withLock { $0.queues.map(\.dropped) } }
+
+    var laneFigures: [(kind: MediaKind, depth: Int, capacity: Int, dropped: Int)] {
+        state.withLock { s in zip(lanes, s.queues).map { ($0.kind, $1.count, $0.capacity, $1.dropped) } }
     }
 
     var dropsByKind: [MediaKind: Int] {
-        condition.lock()
-        defer { condition.unlock() }
-        var d: [MediaKind: Int] = [:]
-        for lane in lanes where lane.dropped > 0 { d[lane.kind, default: 0] += lane.dropped }
-        return d
+        state.withLock { s in
+            var d: [MediaKind: Int] = [:]
+            for (lane, queue) in zip(lanes, s.queues) where queue.dropped > 0 { d[lane.kind, default: 0] += queue.dropped }
+            return d
+        }
     }
 }
 
 /// Bytes of media queued on all edges, against the pipeline's `memory-limit`. A buffer queued
 /// more than once (a picture fanned out to several consumers, repeats of one picture) is counted
 /// once: the budget is memory, and references share it.
-@_spi(Testing) public final class MemoryBudget: @unchecked Sendable {
-    private let lock = NSLock()
-    private var bytes = 0
-    /// Each queued buffer: how many queued items refer to it, and the bytes it was counted for.
-    private var queued: [OpaquePointer: (references: Int, bytes: Int)] = [:]
+@_spi(Testing) public final class MemoryBudget: Sendable {
+    private struct Counted {
+        var bytes = 0
+        /// Each queued buffer: how many queued items refer to it, and the bytes it was counted for.
+        var queued: [OpaquePointer: (references: Int, bytes: Int)] = [:]
+    }
+    /// A leaf lock: taken under an inbox's lock, it never takes another.
+    private let counted = Mutex(Counted())
     public let limit: Int
 
     public init(limit: Int) { self.limit = limit }
 
     /// Memory a node holds itself (a sink's send buffer, the clip window), not in any queue:
     /// `delta` more bytes, or fewer when negative.
-    public func hold(_ delta: Int) { lock.lock(); bytes += delta; lock.unlock() }
+    public func hold(_ delta: Int) { counted.withLock { $0.bytes += delta } }
 
     /// `item` went into a queue.
     public func add(_ item: MediaBuffer) {
-        lock.lock()
-        defer { lock.unlock() }
-        item.forEachBuffer { buffer, size in
-            if let q = queued[buffer] {
-                queued[buffer] = (q.references + 1, q.bytes)
-            } else {
-                queued[buffer] = (1, size)
-                bytes += size
+        counted.withLock { c in
+            item.forEachBuffer { buffer, size in
+                if let q = c.queued[buffer] {
+                    c.queued[buffer] = (q.references + 1, q.bytes)
+                } else {
+                    c.queued[buffer] = (1, size)
+                    c.bytes += size
+                }
             }
         }
     }
 
     /// `item` left its queue (taken or dropped).
     public func release(_ item: MediaBuffer) {
-        lock.lock()
-        defer { lock.unlock() }
-        item.forEachBuffer { buffer, _ in
-            guard let q = queued[buffer] else { return }
-            if q.references > 1 {
-                queued[buffer] = (q.references - 1, q.bytes)
-            } else {
-                queued[buffer] = nil
-                bytes -= q.bytes
+        counted.withLock { c in
+            item.forEachBuffer { buffer, _ in
+                guard let q = c.queued[buffer] else { return }
+                if q.references > 1 {
+                    c.queued[buffer] = (q.references - 1, q.bytes)
+                } else {
+                    c.queued[buffer] = nil
+                    c.bytes -= q.bytes
+                }
             }
         }
     }
 
-    public var used: Int { lock.lock(); defer { lock.unlock() }; return bytes }
+    public var used: Int { counted.withLock { $0.bytes } }
     public var isOver: Bool { used > limit }
 }

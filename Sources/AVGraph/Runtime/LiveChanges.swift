@@ -1,20 +1,24 @@
 import Foundation
+import Synchronization
 
 /// Live option changes of one node, owned by the runtime (the scheduler or the harness): a change
 /// is checked against the option's declaration (live flag, type, range), handed to the node on
 /// its own thread before its next buffer, and announced once as `applied`, with the value in the
 /// option's own type and the media time of the first buffer the node emits after taking it (a
 /// sink: of the first buffer it receives). Nodes only assign.
-final class LiveChanges: @unchecked Sendable {
-    private let lock = NSLock()
-    private var queued: [(option: String, value: OptionValue, done: (Error?) -> Void)] = []
-    /// Changes due at a media time (`ctl set ... --at T`): taken before the first buffer at or after T.
-    private var timed: [(at: Double, option: String, value: OptionValue, done: (Error?) -> Void)] = []
-    /// Control questions for the node (`AnswersControl`): asked from any thread, answered on the
-    /// node's thread at its next turn, like a change.
-    private var questions: [(any Node) -> Void] = []
-    /// Applied but not yet announced; touched by the node's thread only.
-    private var unannounced: [(option: String, value: OptionValue)] = []
+final class LiveChanges: Sendable {
+    typealias Done = @Sendable (Error?) -> Void
+    private struct Queued {
+        var changes: [(option: String, value: OptionValue, done: Done)] = []
+        /// Changes due at a media time (`ctl set ... --at T`): taken before the first buffer at or after T.
+        var timed: [(at: Double, option: String, value: OptionValue, done: Done)] = []
+        /// Control questions for the node (`AnswersControl`): asked from any thread, answered on the
+        /// node's thread at its next turn, like a change.
+        var questions: [@Sendable (any Node) -> Void] = []
+    }
+    private let queued = Mutex(Queued())
+    /// Applied but not yet announced; touched by the node's thread only (a Mutex nobody else takes).
+    private let unannounced = Mutex<[(option: String, value: OptionValue)]>([])
 
     /// Refuses a change the declaration does not allow, before it reaches the node.
     static func check(_ type: any Node.Type, nodeName: String, option: String, value: OptionValue) -> MediaError? {
@@ -27,55 +31,50 @@ final class LiveChanges: @unchecked Sendable {
     }
 
     /// Any thread: queues a change; `done` is called on the node's thread once the node took it or refused it.
-    func enqueue(_ option: String, _ value: OptionValue, done: @escaping (Error?) -> Void) {
-        lock.lock()
-        queued.append((option, value, done))
-        lock.unlock()
+    func enqueue(_ option: String, _ value: OptionValue, done: @escaping Done) {
+        queued.withLock { $0.changes.append((option, value, done)) }
     }
 
     /// Any thread: queues a change for the first buffer whose media time is at or after `at`.
-    func enqueue(_ option: String, _ value: OptionValue, at: Double, done: @escaping (Error?) -> Void) {
-        lock.lock()
-        timed.append((at, option, value, done))
-        timed.sort { $0.at < $1.at }
-        lock.unlock()
+    func enqueue(_ option: String, _ value: OptionValue, at: Double, done: @escaping Done) {
+        queued.withLock {
+            $0.timed.append((at, option, value, done))
+            $0.timed.sort { $0.at < $1.at }
+        }
     }
 
     /// The node's thread, before a buffer at media time `time`: takes the timed changes due by then.
     func apply(to node: any Node, _ out: Outlet, reaching time: Double) {
-        lock.lock()
-        guard let first = timed.first, first.at <= time + 1e-9 else { lock.unlock(); return }
-        let due = timed.prefix { $0.at <= time + 1e-9 }
-        timed.removeFirst(due.count)
-        lock.unlock()
-        take(due.map { ($0.option, $0.value, $0.done) }, node, out)
+        let due = queued.withLock { q in
+            let due = q.timed.prefix { $0.at <= time + 1e-9 }.map { (option: $0.option, value: $0.value, done: $0.done) }
+            q.timed.removeFirst(due.count)
+            return due
+        }
+        guard !due.isEmpty else { return }
+        take(due, node, out)
     }
 
     /// Any thread: `question` runs with the node on the node's thread, at its next turn.
-    func ask(_ question: @escaping (any Node) -> Void) {
-        lock.lock()
-        questions.append(question)
-        lock.unlock()
+    func ask(_ question: @escaping @Sendable (any Node) -> Void) {
+        queued.withLock { $0.questions.append(question) }
     }
 
     /// The node's thread: hands every queued change to the node, then asks it the queued questions.
     func apply(to node: any Node, _ out: Outlet) {
-        lock.lock()
-        let changes = queued
-        queued.removeAll()
-        let asked = questions
-        questions.removeAll()
-        lock.unlock()
+        let (changes, asked) = queued.withLock { q in
+            defer { q.changes.removeAll(); q.questions.removeAll() }
+            return (q.changes, q.questions)
+        }
         take(changes, node, out)
         for question in asked { question(node) }
     }
 
-    private func take(_ changes: [(option: String, value: OptionValue, done: (Error?) -> Void)], _ node: any Node, _ out: Outlet) {
+    private func take(_ changes: [(option: String, value: OptionValue, done: Done)], _ node: any Node, _ out: Outlet) {
         for c in changes {
             do {
                 try node.set(option: c.option, to: c.value)
-                if unannounced.isEmpty { out.markFirstEmission() }
-                unannounced.append((c.option, c.value))
+                if unannounced.withLock({ $0.isEmpty }) { out.markFirstEmission() }
+                unannounced.withLock { $0.append((c.option, c.value)) }
                 c.done(nil)
             } catch {
                 c.done(error)
@@ -86,7 +85,7 @@ final class LiveChanges: @unchecked Sendable {
     /// The node's thread, after each call into the node: announces the changes once the node has
     /// emitted a buffer after taking them (a sink: at the buffer it just received).
     func settle(_ out: Outlet, received: MediaBuffer? = nil) {
-        guard !unannounced.isEmpty else { return }
+        guard !unannounced.withLock({ $0.isEmpty }) else { return }
         if let t = out.firstEmissionSinceMark() {
             announce(at: t, out)
         } else if !out.hasOutputs, let received {
@@ -95,10 +94,13 @@ final class LiveChanges: @unchecked Sendable {
     }
 
     private func announce(at mediaTime: Double, _ out: Outlet) {
-        for c in unannounced {
+        let announced = unannounced.withLock { u in
+            defer { u.removeAll() }
+            return u
+        }
+        for c in announced {
             out.event(.applied(.init(option: c.option, value: c.value.eventValue, mediaTime: mediaTime)))
         }
-        unannounced.removeAll()
     }
 }
 

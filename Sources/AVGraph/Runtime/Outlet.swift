@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What an outlet needs from whatever runs the node: a pipeline run, or a test harness.
 protocol OutletHost: AnyObject, Sendable {
@@ -15,7 +16,7 @@ protocol OutletHost: AnyObject, Sendable {
 }
 
 /// What a node sees of the pipeline while it runs: where its output goes, the clock, events.
-public final class Outlet: @unchecked Sendable {
+public final class Outlet: Sendable {
     struct Target {
         let inbox: Inbox
         let lane: Int
@@ -28,28 +29,38 @@ public final class Outlet: @unchecked Sendable {
     let targets: [[Target]]
     unowned let run: any OutletHost
     let isSource: Bool
-    /// Media time (µs) of the last buffer emitted on each output.
-    private(set) var lastTime: [Int64]
-    private var watchingFirstEmission = false
-    private var firstEmissionAfterMark: Int64?
-    private(set) var emitted: [Int]
-    private(set) var emittedBytes: [Int]
-    private let statsLock = NSLock()
-    /// Media a node dropped itself (a network sink over its buffer), by kind, for `stats`.
-    private var ownDrops: [MediaKind: Int] = [:]
+    /// Written by the node's thread, read by `stats` and the control threads.
+    private struct Counters {
+        /// Media time (µs) of the last buffer emitted on each output.
+        var lastTime: [Int64]
+        var watchingFirstEmission = false
+        var firstEmissionAfterMark: Int64?
+        var emitted: [Int]
+        var emittedBytes: [Int]
+        /// Media a node dropped itself (a network sink over its buffer), by kind, for `stats`.
+        var ownDrops: [MediaKind: Int] = [:]
+        var gauges: [String: Double] = [:]
+        var stateWord: String?
+        /// Set before the run starts when this node's pictures are previewed.
+        var tap: PictureTap?
+    }
+    private let counters: Mutex<Counters>
+    private let reached = Atomic(false)
     /// A source past the pipeline's `duration` is done.
-    public private(set) var reachedEnd = false
+    public var reachedEnd: Bool { reached.load(ordering: .relaxed) }
     /// Set before the run starts when this node's pictures are previewed.
-    var tap: PictureTap?
+    var tap: PictureTap? {
+        get { counters.withLock { $0.tap } }
+        set { counters.withLock { $0.tap = newValue } }
+    }
 
     init(nodeName: String, targets: [[Target]], run: any OutletHost, isSource: Bool) {
         self.nodeName = nodeName
         self.targets = targets
         self.run = run
         self.isSource = isSource
-        lastTime = Array(repeating: -1, count: targets.count)
-        emitted = Array(repeating: 0, count: targets.count)
-        emittedBytes = Array(repeating: 0, count: targets.count)
+        counters = Mutex(Counters(lastTime: Array(repeating: -1, count: targets.count), emitted: Array(repeating: 0, count: targets.count),
+                                  emittedBytes: Array(repeating: 0, count: targets.count)))
     }
 
     public var realtime: Bool { run.realtime }
@@ -64,22 +75,16 @@ public final class Outlet: @unchecked Sendable {
     public var sourceClock: Double { run.clock }
     public var events: EventLog { run.events }
 
-    private let wakeLock = NSLock()
-    private var wakers: [@Sendable () -> Void] = []
+    private let wakers = Mutex<[@Sendable () -> Void]>([])
 
     /// A source that waits on something of its own (an ingest queue) says how to wake it: the run
     /// calls `wake` when it stops or a live change arrives, so that wait never needs a timeout.
     public func onWake(_ wake: @escaping @Sendable () -> Void) {
-        wakeLock.lock()
-        wakers.append(wake)
-        wakeLock.unlock()
+        wakers.withLock { $0.append(wake) }
     }
 
     func wake() {
-        wakeLock.lock()
-        let all = wakers
-        wakeLock.unlock()
-        for w in all { w() }
+        for w in wakers.withLock({ $0 }) { w() }
     }
 
     /// Sends `buffer` to every node connected to output `output`. Sources are paced by the clock
@@ -97,17 +102,19 @@ public final class Outlet: @unchecked Sendable {
             default: break
             }
             if let d = run.duration, Double(t) / 1e6 >= d - 1e-9 {
-                reachedEnd = true
+                reached.store(true, ordering: .relaxed)
                 return
             }
             if case .frame(let f) = buffer, f.emittedAt == nil { f.emittedAt = run.mediaClock }
         }
-        statsLock.lock()
-        if watchingFirstEmission && firstEmissionAfterMark == nil { firstEmissionAfterMark = t }
-        lastTime[output] = t
-        emitted[output] += 1
-        emittedBytes[output] += buffer.byteCount
-        statsLock.unlock()
+        let bytes = buffer.byteCount
+        let tap = counters.withLock { c in
+            if c.watchingFirstEmission && c.firstEmissionAfterMark == nil { c.firstEmissionAfterMark = t }
+            c.lastTime[output] = t
+            c.emitted[output] += 1
+            c.emittedBytes[output] += bytes
+            return c.tap
+        }
         if let tap, case .frame(let f) = buffer { tap.offer(f, output: output, clock: run.clock) }
         let ts = targets[output]
         for (i, target) in ts.enumerated() {
@@ -149,20 +156,20 @@ public final class Outlet: @unchecked Sendable {
 
     /// Live changes: note the media time of the next buffer emitted (where a change shows first).
     func markFirstEmission() {
-        statsLock.lock()
-        watchingFirstEmission = true
-        firstEmissionAfterMark = nil
-        statsLock.unlock()
+        counters.withLock {
+            $0.watchingFirstEmission = true
+            $0.firstEmissionAfterMark = nil
+        }
     }
 
     /// The media time noted since `markFirstEmission`, if a buffer has gone out; ends the watch.
     func firstEmissionSinceMark() -> Double? {
-        statsLock.lock()
-        defer { statsLock.unlock() }
-        guard watchingFirstEmission, let t = firstEmissionAfterMark else { return nil }
-        watchingFirstEmission = false
-        firstEmissionAfterMark = nil
-        return Double(t) / 1e6
+        counters.withLock { c in
+            guard c.watchingFirstEmission, let t = c.firstEmissionAfterMark else { return nil }
+            c.watchingFirstEmission = false
+            c.firstEmissionAfterMark = nil
+            return Double(t) / 1e6
+        }
     }
     public func emit(_ packet: Packet, output: Int = 0) { emit(.packet(packet), output: output) }
 
@@ -176,47 +183,26 @@ public final class Outlet: @unchecked Sendable {
     /// counts every drop by node and kind. Safe from any thread.
     public func countDropped(_ count: Int, kind: MediaKind) {
         guard count > 0 else { return }
-        statsLock.lock()
-        ownDrops[kind, default: 0] += count
-        statsLock.unlock()
+        counters.withLock { $0.ownDrops[kind, default: 0] += count }
     }
 
     /// A figure of the node's own for `/metrics` (a live sink's `reconnects`, `buffered_seconds`).
     /// Safe from any thread.
     public func report(_ name: String, _ value: Double) {
-        statsLock.lock()
-        gauges[name] = value
-        statsLock.unlock()
+        counters.withLock { $0.gauges[name] = value }
     }
-
-    private var gauges: [String: Double] = [:]
-    private var stateWord: String?
 
     /// Where the node stands, one word (a live sink's `connecting`, `sending`, `reconnecting`,
     /// `failed`): the `state` of its entry in `stats`. Safe from any thread.
     public func report(state: String) {
-        statsLock.lock()
-        stateWord = state
-        statsLock.unlock()
+        counters.withLock { $0.stateWord = state }
     }
 
-    var reportedState: String? {
-        statsLock.lock()
-        defer { statsLock.unlock() }
-        return stateWord
-    }
+    var reportedState: String? { counters.withLock { $0.stateWord } }
 
-    var reported: [String: Double] {
-        statsLock.lock()
-        defer { statsLock.unlock() }
-        return gauges
-    }
+    var reported: [String: Double] { counters.withLock { $0.gauges } }
 
-    var droppedByNode: [MediaKind: Int] {
-        statsLock.lock()
-        defer { statsLock.unlock() }
-        return ownDrops
-    }
+    var droppedByNode: [MediaKind: Int] { counters.withLock { $0.ownDrops } }
 
     /// A warning from this node: stderr shows it as `avgraph: warning: NAME (TYPE): message`.
     public func warning(_ message: String) { run.events.emit(.warning(.init(Redaction.text(message))), node: nodeName) }
@@ -230,8 +216,6 @@ public final class Outlet: @unchecked Sendable {
     }
 
     var stats: (times: [Int64], counts: [Int], bytes: [Int]) {
-        statsLock.lock()
-        defer { statsLock.unlock() }
-        return (lastTime, emitted, emittedBytes)
+        counters.withLock { ($0.lastTime, $0.emitted, $0.emittedBytes) }
     }
 }

@@ -1,29 +1,41 @@
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// Runs a checked pipeline: one thread per node, a bounded lane per edge, end of stream
 /// flowing from sources to sinks. Stopping (signal, error, `duration`) only ends the sources;
 /// everything downstream drains, encoders flush and sinks finalize the same way as at a
 /// natural end, so a stopped run leaves the same playable files as a finished one.
-public final class PipelineRun: OutletHost, @unchecked Sendable {
+public final class PipelineRun: OutletHost, Sendable {
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public let node: String
         public let message: String
         public var description: String { "node '\(node)': \(message)" }
     }
 
-    final class NodeRunner: @unchecked Sendable {
+    final class NodeRunner: Sendable {
         let name: String
-        let node: any Node
+        /// Not `Sendable`: its hooks run on its own thread only (`loop`), which the compiler cannot
+        /// see; other threads only hold the reference (to ask its type, or hand an app its source).
+        nonisolated(unsafe) let node: any Node
         let inbox: Inbox
-        var outlet: Outlet!
+        private let madeOutlet = Mutex<Outlet?>(nil)
+        /// Set once, as the run is built (the outlet needs the run, the run its runners).
+        var outlet: Outlet! {
+            get { madeOutlet.withLock { $0 } }
+            set { madeOutlet.withLock { $0 = newValue } }
+        }
         let isSource: Bool
         let inputNames: [String]
         let changes = LiveChanges()
         /// What a sink received, for `eos` and the exit line.
         let tally = SinkTally()
         /// CPU seconds of the node's own thread, set as that thread ends.
-        var cpuSeconds = 0.0
+        private let measuredCPU = Mutex(0.0)
+        var cpuSeconds: Double {
+            get { measuredCPU.withLock { $0 } }
+            set { measuredCPU.withLock { $0 = newValue } }
+        }
 
         init(name: String, node: any Node, inbox: Inbox, isSource: Bool, inputNames: [String]) {
             self.name = name
@@ -33,19 +45,19 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             self.inputNames = inputNames
         }
 
-        func enqueueChange(_ option: String, _ value: OptionValue, done: @escaping (Error?) -> Void) {
+        func enqueueChange(_ option: String, _ value: OptionValue, done: @escaping LiveChanges.Done) {
             changes.enqueue(option, value, done: done)
             inbox.poke()
             outlet?.wake()
         }
 
-        func enqueueChange(_ option: String, _ value: OptionValue, at: Double, done: @escaping (Error?) -> Void) {
+        func enqueueChange(_ option: String, _ value: OptionValue, at: Double, done: @escaping LiveChanges.Done) {
             changes.enqueue(option, value, at: at, done: done)
             outlet?.wake()
         }
 
         /// `question` runs with the node on its own thread, at its next turn (a control command it answers).
-        func ask(_ question: @escaping (any Node) -> Void) {
+        func ask(_ question: @escaping @Sendable (any Node) -> Void) {
             changes.ask(question)
             inbox.poke()
             outlet?.wake()
@@ -57,17 +69,42 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     public let realtime: Bool
     public let duration: Double?
     let memory: MemoryBudget
-    var runners: [NodeRunner] = []
-    private let stateLock = NSLock()
-    private var stopping = false
-    private var stopReason = "end"
-    private var failure: Failure?
-    private var startWall = Date()
+    private let built = Mutex<[NodeRunner]>([])
+    /// Set once, as the run is built.
+    var runners: [NodeRunner] {
+        get { built.withLock { $0 } }
+        set { built.withLock { $0 = newValue } }
+    }
+    /// What the run's threads share: stopping, pausing, the first failure, options changed live.
+    /// Sources waiting for their media time (`waitUntil`) sleep on it until `stop`.
+    private struct State {
+        var stopping = false
+        var stopReason = "end"
+        var failure: Failure?
+        var pausedAt: Double?
+        var pausedSpans: [(start: Double, end: Double)] = []
+        var timeline = (firstMedia: Double?.none, grid: FrameGrid(rates: []))
+        var currentOptions: [String: [String: OptionValue]] = [:]
+    }
+    private let state = ConditionLock(State())
+    /// `Date().timeIntervalSinceReferenceDate` at the start, as bits: read by every `clock`.
+    private let startWall = Atomic<UInt64>(Date().timeIntervalSinceReferenceDate.bitPattern)
     private let finished = DispatchGroup()
+    private struct Settings {
+        var onStart: (@Sendable () -> Void)?
+        var statsInterval = 1.0
+    }
+    private let settings = Mutex(Settings())
     /// Called right after the `start` event (the CLI announces the control socket there).
-    public var onStart: (@Sendable () -> Void)?
+    public var onStart: (@Sendable () -> Void)? {
+        get { settings.withLock { $0.onStart } }
+        set { settings.withLock { $0.onStart = newValue } }
+    }
     /// Seconds between `stats` snapshots (events, status line, the live rates of `ctl graph`).
-    public var statsInterval = 1.0
+    public var statsInterval: Double {
+        get { settings.withLock { $0.statsInterval } }
+        set { settings.withLock { $0.statsInterval = newValue } }
+    }
     let rates = EmissionRates()
 
     public init(_ pipeline: CheckedPipeline, events: EventLog, realtime: Bool? = nil) throws {
@@ -77,7 +114,8 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         self.realtime = realtime ?? pipeline.realtime
         self.duration = pipeline.settings.duration
         memory = MemoryBudget(limit: pipeline.settings.memoryLimit)
-        timeline.grid = FrameGrid(rates: pipeline.nodes.flatMap { $0.outputs.filter { $0.kind == .rawVideo }.map(\.frameRate) })
+        let grid = FrameGrid(rates: pipeline.nodes.flatMap { $0.outputs.filter { $0.kind == .rawVideo }.map(\.frameRate) })
+        state.withLock { $0.timeline.grid = grid }
         try build()
     }
 
@@ -160,21 +198,17 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     /// The running instance of node `name` (an embedding app reaches its `app` sources this way).
     public func node(named name: String) -> (any Node)? { runners.first { $0.name == name }?.node }
 
-    public var isStopping: Bool { stateLock.lock(); defer { stateLock.unlock() }; return stopping }
+    public var isStopping: Bool { state.withLock { $0.stopping } }
 
     /// Seconds since the run started.
-    public var clock: Double { Date().timeIntervalSince(startWall) }
+    public var clock: Double { Date().timeIntervalSinceReferenceDate - Double(bitPattern: startWall.load(ordering: .relaxed)) }
 
     /// Woken by `stop`: a source waiting for its media time ends its wait at once.
-    private let wake = NSCondition()
-
     func waitUntil(mediaTime t: Double) {
-        wake.lock()
-        defer { wake.unlock() }
-        while !isStopping {
+        while true {
             let wait = t - clock
             if wait <= 0 { return }
-            _ = wake.wait(until: Date(timeIntervalSinceNow: wait))
+            if state.wait(until: Monotonic.now + wait, { $0.stopping ? true : nil }) != nil { return }
         }
     }
 
@@ -184,16 +218,16 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     // MARK: pause
 
     enum PauseDecision { case keep, discard, shift(Double) }
-    private var pausedAt: Double?
-    private var pausedSpans: [(start: Double, end: Double)] = []
 
     /// Pauses a realtime run: sources' media from now on is discarded until `resume`.
     public func pause() -> Bool {
-        stateLock.lock()
-        guard pausedAt == nil else { stateLock.unlock(); return false }
         let at = clock
-        pausedAt = at
-        stateLock.unlock()
+        let paused = state.withLock { s in
+            guard s.pausedAt == nil else { return false }
+            s.pausedAt = at
+            return true
+        }
+        guard paused else { return false }
         // Never under the state lock: a listener may ask the run for its state.
         events.emit(.paused(.init(mediaTime: at)))
         return true
@@ -201,12 +235,14 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
 
     /// Resumes: the paused span is cut out of the output timeline, the same for every source.
     public func resume() -> Bool {
-        stateLock.lock()
-        guard let start = pausedAt else { stateLock.unlock(); return false }
         let end = clock
-        pausedSpans.append((start, end))
-        pausedAt = nil
-        stateLock.unlock()
+        let resumed: Double? = state.withLock { s in
+            guard let start = s.pausedAt else { return nil }
+            s.pausedSpans.append((start, end))
+            s.pausedAt = nil
+            return start
+        }
+        guard let start = resumed else { return false }
         events.emit(.resumed(.init(pausedFor: end - start, mediaTime: start)))
         return true
     }
@@ -215,46 +251,43 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     /// spans); frozen while paused.
     public var mediaClock: Double {
         let now = clock
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        if let p = pausedAt { return p - timelineCut(before: p) }
-        return now - timelineCut(before: now)
+        return state.withLock { s in
+            if let p = s.pausedAt { return p - Self.timelineCut(before: p, s) }
+            return now - Self.timelineCut(before: now, s)
+        }
     }
 
-    public var isPaused: Bool { stateLock.lock(); defer { stateLock.unlock() }; return pausedAt != nil }
+    public var isPaused: Bool { state.withLock { $0.pausedAt != nil } }
 
     func pauseState(at t: Double) -> PauseDecision {
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        if let p = pausedAt, t >= p { return .discard }
-        if pausedSpans.contains(where: { t >= $0.start && t < $0.end }) { return .discard }
-        if timeline.firstMedia == nil && realtime { timeline.firstMedia = t }
-        let cut = timelineCut(before: t)
-        return t < cut ? .discard : cut > 0 ? .shift(cut) : .keep
+        let realtime = realtime
+        return state.withLock { s in
+            if let p = s.pausedAt, t >= p { return .discard }
+            if s.pausedSpans.contains(where: { t >= $0.start && t < $0.end }) { return .discard }
+            if s.timeline.firstMedia == nil && realtime { s.timeline.firstMedia = t }
+            let cut = Self.timelineCut(before: t, s)
+            return t < cut ? .discard : cut > 0 ? .shift(cut) : .keep
+        }
     }
 
     /// What the output timeline leaves out before source time `t`: everything before the first
     /// media (a producer that connects late, a paused start), then the paused spans; a whole
     /// number of frame periods, so cutting never moves video off its frame grid relative to audio.
-    private func timelineCut(before t: Double) -> Double {
-        guard let first = timeline.firstMedia else { return pausedSpans.filter { $0.end <= t }.reduce(0) { $0 + $1.end - $1.start } }
-        let paused = pausedSpans.filter { $0.start >= first && $0.end <= t }.reduce(0) { $0 + $1.end - $1.start }
-        return timeline.grid.floor(first + paused)
+    private static func timelineCut(before t: Double, _ s: State) -> Double {
+        guard let first = s.timeline.firstMedia else { return s.pausedSpans.filter { $0.end <= t }.reduce(0) { $0 + $1.end - $1.start } }
+        let paused = s.pausedSpans.filter { $0.start >= first && $0.end <= t }.reduce(0) { $0 + $1.end - $1.start }
+        return s.timeline.grid.floor(first + paused)
     }
-
-    private var timeline = (firstMedia: Double?.none, grid: FrameGrid(rates: []))
 
     /// Ends the sources; everything downstream drains and finalizes.
     public func stop(reason: String = "stop") {
-        stateLock.lock()
-        let first = !stopping
-        stopping = true
-        if first { stopReason = reason }
-        stateLock.unlock()
+        // Sources waiting for their media time wake and end their wait.
+        let first = state.withLockWakingAll { s in
+            defer { s.stopping = true }
+            if !s.stopping { s.stopReason = reason }
+            return !s.stopping
+        }
         guard first else { return }
-        wake.lock()
-        wake.broadcast()
-        wake.unlock()
         // Producers blocked on a full lane look at `isStopping` again.
         for r in runners {
             r.inbox.wake()
@@ -267,16 +300,14 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
         // A node's error may quote a URL with its stream key (FFmpeg's messages do).
         let message = Redaction.text("\(error)")
         let f = Failure(node: node, message: message)
-        stateLock.lock()
-        if failure == nil { failure = f }
-        stateLock.unlock()
+        state.withLock { s in if s.failure == nil { s.failure = f } }
         events.emit(.error(.init(message)), node: node)
         stop(reason: "error")
     }
 
     /// Runs to the end; throws the first node failure.
     public func run() throws {
-        startWall = Date()
+        startWall.store(Date().timeIntervalSinceReferenceDate.bitPattern, ordering: .relaxed)
         events.emit(.start(.init(pipeline: pipeline.settings.name, realtime: realtime, nodes: runners.count, duration: duration)))
         onStart?()
         for r in runners {
@@ -290,16 +321,14 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
             thread.stackSize = 4 << 20
             thread.start()
         }
+        let statsInterval = statsInterval
         while finished.wait(timeout: .now() + statsInterval) == .timedOut {
             rates.sample(self)
             events.emit(.stats(stats()))
         }
         let s = stats()
         events.emit(.stats(s))
-        stateLock.lock()
-        let f = failure
-        let reason = stopReason
-        stateLock.unlock()
+        let (f, reason) = state.withLock { ($0.failure, $0.stopReason) }
         let cpu = Event.EndOfStream.CPU(process: CPUTime.process, nodes: runners.map { .init(node: $0.name, seconds: $0.cpuSeconds) })
         events.emit(.eos(.init(mediaTime: s.mediaTime, peakRSS: ProcessMemory.peakResidentBytes, reason: reason, sinks: sinkSummaries,
                                cpu: cpu)))
@@ -310,30 +339,26 @@ public final class PipelineRun: OutletHost, @unchecked Sendable {
     /// Changes a live option; the node applies it before its next frame or block, or with `at`
     /// (media seconds) before the first frame or block at or after that time (a node with several
     /// inputs: once every input that has delivered media reached it; `RoleDriver`).
-    public func set(node: String, option: String, value: OptionValue, at: Double? = nil, done: @escaping (Error?) -> Void) {
+    public func set(node: String, option: String, value: OptionValue, at: Double? = nil, done: @escaping @Sendable (Error?) -> Void) {
         guard let r = runners.first(where: { $0.name == node }), let checked = pipeline.node(node) else {
             done(MediaError("no node named '\(node)'"))
             return
         }
         if let refusal = LiveChanges.check(checked.type, nodeName: node, option: option, value: value) { done(refusal); return }
-        let taken: (Error?) -> Void = { [self] error in
+        let taken: LiveChanges.Done = { [self] error in
             if error == nil {
-                stateLock.lock()
-                let current = currentOptions[node]?[option] ?? checked.options[option]
-                currentOptions[node, default: [:]][option] = current.map { $0.merging(value) } ?? value
-                stateLock.unlock()
+                state.withLock { s in
+                    let current = s.currentOptions[node]?[option] ?? checked.options[option]
+                    s.currentOptions[node, default: [:]][option] = current.map { $0.merging(value) } ?? value
+                }
             }
             done(error)
         }
         if let at { r.enqueueChange(option, value, at: at, done: taken) } else { r.enqueueChange(option, value, done: taken) }
     }
 
-    private var currentOptions: [String: [String: OptionValue]] = [:]
-
     public func currentOption(node: String, option: String) -> OptionValue? {
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        return currentOptions[node]?[option] ?? pipeline.node(node)?.options[option]
+        state.withLock { $0.currentOptions[node]?[option] } ?? pipeline.node(node)?.options[option]
     }
 
     /// What each sink received so far.

@@ -103,14 +103,6 @@ final class EmissionRates: Sendable {
     }
 }
 
-extension Inbox {
-    var laneFigures: [(kind: MediaKind, depth: Int, capacity: Int, dropped: Int)] {
-        condition.lock()
-        defer { condition.unlock() }
-        return lanes.map { ($0.kind, $0.count, $0.capacity, $0.dropped) }
-    }
-}
-
 extension ProcessMemory {
     /// RssAnon: the process's private resident memory (what a phone's budget counts), from /proc.
     public static var privateResidentBytes: Int { statusField("RssAnon:") }

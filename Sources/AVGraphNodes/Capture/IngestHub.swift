@@ -1,6 +1,7 @@
 import AVGraph
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// What a push did with a buffer: `taken` (queued for the pipeline), `dropped` (by the source's
 /// drop policy: its queue was full, or the source has finished), `rejected` (the buffer itself
@@ -42,25 +43,27 @@ public enum PushSampleFormat: UInt8, Sendable, CaseIterable {
 /// The ingest side of one `app` or `socket` source: producers push from any thread, without
 /// waiting; the one copy into a pooled frame happens here, then the frame is queued for the node.
 /// Pools are kept per geometry, so after the first few buffers of a size nothing is allocated.
-final class IngestHub: @unchecked Sendable {
+final class IngestHub: Sendable {
     static let maxDimension = 16384
     static let maxAudioBytes = 4 << 20
 
     let queue: IngestQueue
     /// In-band privacy switches, applied to each picture as it is pushed.
     let privacy: PrivacyTimeline
-    private let poolLock = NSLock()
     private struct VideoKey: Hashable { var w: Int, h: Int, f: Int32 }
     private struct AudioKey: Hashable { var f: Int32, ch: Int, rate: Int }
-    private var videoPools: [VideoKey: (pool: BoundedFramePool, layout: PixelLayout)] = [:]
+    private struct Pools {
+        var video: [VideoKey: (pool: BoundedFramePool, layout: PixelLayout)] = [:]
+        var audio: [AudioKey: AudioFramePool] = [:]
+        var firstKey: VideoKey?
+    }
+    /// Producers on any thread find or make their pool here.
+    private let pools = Mutex(Pools())
     /// Pictures of one geometry that may be out at once: the queue plus what a graph holds between
     /// the source and its first scaling (two live lanes, sized by bytes as the runtime sizes them,
     /// and the pictures being worked on). Small pictures get more, full-size screens fewer.
     let videoCapacity: Int
     func picturesInFlight(bytes: Int) -> Int { videoCapacity + 2 * max(1, min(8, (6 << 20) / max(bytes, 1))) + 2 }
-    private var audioPools: [AudioKey: AudioFramePool] = [:]
-    private var firstKey: VideoKey?
-    private var taken = [0, 0, 0]
 
     init(videoCapacity: Int, audioCapacity: Double, policy: IngestDropPolicy, privacy: PrivacyTimeline = PrivacyTimeline()) {
         queue = IngestQueue(videoCapacity: videoCapacity, audioCapacity: audioCapacity, policy: policy)
@@ -80,30 +83,31 @@ final class IngestHub: @unchecked Sendable {
     /// milliseconds inside the push): its first picture faults its pages instead.
     private func videoPool(width: Int, height: Int, format: AVPixelFormat, prewarm: Bool = false) throws -> (pool: BoundedFramePool, layout: PixelLayout) {
         let key = VideoKey(w: width, h: height, f: format.rawValue)
-        poolLock.lock()
-        defer { poolLock.unlock() }
-        if let p = videoPools[key] { return p }
-        guard let layout = PixelLayout(format) else { throw MediaError("unsupported pixel format") }
-        // Buffers still downstream keep an old pool alive until they come back. The expected
-        // geometry's pool (made first) is kept; others replace each other.
-        if videoPools.count >= 3, let other = videoPools.keys.first(where: { $0 != firstKey }) { videoPools[other] = nil }
-        if firstKey == nil { firstKey = key }
         let bytes = Int(av_image_get_buffer_size(format, Int32(width), Int32(height), 1))
-        let p = (try BoundedFramePool(width: width, height: height, pixelFormat: format, limit: picturesInFlight(bytes: bytes),
-                                       prewarm: prewarm ? videoCapacity : 0), layout)
-        videoPools[key] = p
-        return p
+        let limit = picturesInFlight(bytes: bytes)
+        let warm = prewarm ? videoCapacity : 0
+        return try pools.withLock { pools in
+            if let p = pools.video[key] { return p }
+            guard let layout = PixelLayout(format) else { throw MediaError("unsupported pixel format") }
+            // Buffers still downstream keep an old pool alive until they come back. The expected
+            // geometry's pool (made first) is kept; others replace each other.
+            if pools.video.count >= 3, let other = pools.video.keys.first(where: { $0 != pools.firstKey }) { pools.video[other] = nil }
+            if pools.firstKey == nil { pools.firstKey = key }
+            let p = (try BoundedFramePool(width: width, height: height, pixelFormat: format, limit: limit, prewarm: warm), layout)
+            pools.video[key] = p
+            return p
+        }
     }
 
     private func audioPool(format: AVSampleFormat, channels: Int, rate: Int) throws -> AudioFramePool {
         let key = AudioKey(f: format.rawValue, ch: channels, rate: rate)
-        poolLock.lock()
-        defer { poolLock.unlock() }
-        if let p = audioPools[key] { return p }
-        if audioPools.count >= 8 { audioPools.removeAll() }
-        let p = try AudioFramePool(format: format, channels: channels, sampleRate: rate, capacity: 4096)
-        audioPools[key] = p
-        return p
+        return try pools.withLock { pools in
+            if let p = pools.audio[key] { return p }
+            if pools.audio.count >= 8 { pools.audio.removeAll() }
+            let p = try AudioFramePool(format: format, channels: channels, sampleRate: rate, capacity: 4096)
+            pools.audio[key] = p
+            return p
+        }
     }
 
     /// Copies one picture into a pooled frame and queues it. Never waits.
@@ -183,15 +187,12 @@ final class IngestHub: @unchecked Sendable {
 
     func finish() { queue.end() }
 
-    private let awayLock = NSLock()
-    private var away = false
+    private let away = Atomic(false)
     /// An in-process producer said it stopped sending (`AppSource.leave()`); a push clears it.
     var producerAway: Bool {
-        get { awayLock.lock(); defer { awayLock.unlock() }; return away }
+        get { away.load(ordering: .sequentiallyConsistent) }
         set {
-            awayLock.lock()
-            away = newValue
-            awayLock.unlock()
+            away.store(newValue, ordering: .sequentiallyConsistent)
             if newValue { queue.wake() }
         }
     }

@@ -10,8 +10,8 @@ public enum IngestDropPolicy: String, Sendable, CaseIterable {
 /// The bounded hand-over between a producer that must never wait (a sample handler, a socket
 /// reader) and the source node's thread: a `HandOff` whose video lane is bounded by pictures
 /// (by `policy`) and whose audio lane by seconds queued (a full one refuses the newest).
-final class IngestQueue: @unchecked Sendable {
-    struct Item {
+final class IngestQueue: Sendable {
+    struct Item: Sendable {
         /// 0 video, 1 app audio, 2 mic audio.
         var pad: Int
         var frame: Frame

@@ -145,7 +145,7 @@ public final class LivePipeline: Sendable {
 /// and queues it, or refuses it, without ever waiting: safe to call from a capture callback.
 /// `time` is the buffer's timestamp in seconds on the producer's clock (a `CMTime`'s seconds);
 /// nil stamps it on arrival.
-public final class AppSource: @unchecked Sendable {
+public final class AppSource: Sendable {
     public enum AudioInput: Int, Sendable { case app = 1, mic = 2 }
 
     public let name: String

@@ -1,5 +1,6 @@
 import AVGraph
 import Foundation
+import Synchronization
 
 /// Media sent by another process over a unix socket, in the framing of docs/INGEST.md (a
 /// broadcast extension handing its sample buffers to a host process). One producer at a time;
@@ -105,8 +106,10 @@ public final class SocketSourceNode: Source, Node, LiveSource {
 
 /// The socket's reader thread: accepts producers, reads whole messages without blocking the
 /// pipeline (non-blocking reads; poll(2) wakes on data, a producer or `stop`), hands them to the hub.
+// @unchecked: the connection, framing buffers and counters (the `var`s) are the reader thread's
+// alone; what other threads read is in `shared`.
 final class SocketReceiver: @unchecked Sendable {
-    struct Note { var warning: Bool; var message: String; var producer: Event.Producer? }
+    struct Note: Sendable { var warning: Bool; var message: String; var producer: Event.Producer? }
 
     let path: String
     private let hub: IngestHub
@@ -114,13 +117,15 @@ final class SocketReceiver: @unchecked Sendable {
     private let identity: [UInt]
     private var connection: Int32 = -1
     private var session = 0
-    private let lock = NSLock()
-    private var notes: [Note] = []
-    private var stopped = false
+    private struct Shared {
+        var notes: [Note] = []
+        var stopped = false
+        var connected = false
+    }
+    private let shared = Mutex(Shared())
     private let stopEvent = StopEvent()
-    private var connected = false
-    private let done = DispatchSemaphore(value: 0)
-    private var started = false
+    /// Whether the reader thread started, and whether it is done.
+    private let thread = ConditionLock((started: false, done: false))
 
     private var header = [UInt8](repeating: 0, count: IngestFraming.headerSize)
     private var headerFill = 0
@@ -140,39 +145,36 @@ final class SocketReceiver: @unchecked Sendable {
     deinit { payload.deallocate() }
 
     func start() {
-        started = true
+        thread.withLock { $0.started = true }
         let t = Thread { [self] in
             loop()
-            done.signal()
+            thread.withLockWakingAll { $0.done = true }
         }
         t.name = "socket-reader"
         t.start()
     }
 
     func stop() {
-        lock.lock()
-        let first = !stopped
-        stopped = true
-        lock.unlock()
+        let first = shared.withLock { s in
+            defer { s.stopped = true }
+            return !s.stopped
+        }
         stopEvent.signal()
-        if first && started { done.wait() }
+        if first { _ = thread.wait { $0.started && !$0.done ? nil : true } }
     }
 
-    var isConnected: Bool { lock.lock(); defer { lock.unlock() }; return connected }
-    private var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
+    var isConnected: Bool { shared.withLock { $0.connected } }
+    private var isStopped: Bool { shared.withLock { $0.stopped } }
 
     func takeNotes() -> [Note] {
-        lock.lock()
-        defer { lock.unlock() }
-        let n = notes
-        notes.removeAll()
-        return n
+        shared.withLock { s in
+            defer { s.notes.removeAll() }
+            return s.notes
+        }
     }
 
     private func note(_ warning: Bool, _ message: String, _ producer: Event.Producer? = nil) {
-        lock.lock()
-        notes.append(Note(warning: warning, message: message, producer: producer))
-        lock.unlock()
+        shared.withLock { $0.notes.append(Note(warning: warning, message: message, producer: producer)) }
         hub.queue.wake()
     }
 
@@ -190,9 +192,7 @@ final class SocketReceiver: @unchecked Sendable {
                 messages = 0
                 headerFill = 0
                 current = nil
-                lock.lock()
-                connected = true
-                lock.unlock()
+                shared.withLock { $0.connected = true }
                 note(false, "producer connected", .init(state: .connected, session: session, message: "producer connected"))
             }
             if connection >= 0 && ready.count > 1 && ready[1] { readAvailable() }
@@ -207,9 +207,7 @@ final class SocketReceiver: @unchecked Sendable {
         connection = -1
         current = nil
         headerFill = 0
-        lock.lock()
-        connected = false
-        lock.unlock()
+        shared.withLock { $0.connected = false }
         note(warning, reason, .init(state: .disconnected, session: session, messages: messages, message: reason))
     }
 

@@ -82,7 +82,7 @@ extension NetworkReader {
 }
 
 /// One publisher session's decoders and timing, used by the decoding thread alone.
-final class SessionDecoding: @unchecked Sendable {
+final class SessionDecoding {
     let session: Int
     let connectedAt: Double
     let decoders: [Decoder?]

@@ -1,29 +1,33 @@
 import AVGraph
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// The reader thread of a network source: waits for a publisher (or connects to the server),
 /// demuxes and decodes its stream, hands the frames to the hub; when the publisher goes, it
 /// waits for the next one on the same URL. Every blocking call is cut short by `stop()`.
-final class NetworkReader: @unchecked Sendable {
-    enum Note { case warning(String), event(Event.Kind) }
+final class NetworkReader: Sendable {
+    enum Note: Sendable { case warning(String), event(Event.Kind) }
 
     let input: NetworkInput
     let shownURL: String
     let hub: IngestHub
     let cancel = CancelFlag()
-    private let lock = NSLock()
-    private var notes: [Note] = []
-    /// The publisher session whose media is still coming: from its connection until the decoder
-    /// has handed over its last picture (not when the network stream ends: packets queued for
-    /// the decoder are still its media).
-    private var liveSession: Int?
-    private var failed: MediaError?
-    private var session = 0
-    private var packets = 0
+    private struct Shared {
+        var notes: [Note] = []
+        /// The publisher session whose media is still coming: from its connection until the decoder
+        /// has handed over its last picture (not when the network stream ends: packets queued for
+        /// the decoder are still its media).
+        var liveSession: Int?
+        var failed: MediaError?
+    }
+    private let shared = Mutex(Shared())
+    /// The reader thread's alone (a Mutex nobody else takes): the session number, its packets.
+    private let reading = Mutex((session: 0, packets: 0))
+    private var session: Int { reading.withLock { $0.session } }
     let backlog: PacketBacklog
-    private let done = DispatchSemaphore(value: 0)
-    private var started = false
+    /// Whether the reader thread started, and whether it is done.
+    private let thread = ConditionLock((started: false, done: false))
 
     /// `backlog`: bytes of compressed packets held for the decoder (the source's `backlog`).
     init(_ input: NetworkInput, hub: IngestHub, backlog: Int) {
@@ -34,11 +38,11 @@ final class NetworkReader: @unchecked Sendable {
     }
 
     func start() {
-        started = true
+        thread.withLock { $0.started = true }
         input.listener?.start()
         let t = Thread { [self] in
             loop()
-            done.signal()
+            thread.withLockWakingAll { $0.done = true }
         }
         t.name = "network-reader"
         t.start()
@@ -51,49 +55,44 @@ final class NetworkReader: @unchecked Sendable {
         backlog.stop()
         hub.queue.wake()
         input.listener?.stop()
-        if started { done.wait() }
+        _ = thread.wait { $0.started && !$0.done ? nil : true }
     }
 
     /// A publisher is there, or what it sent is not all out yet. Once false, everything it sent
     /// is in the hub's queue (the source's `producerLeft` relies on it).
-    var isConnected: Bool { lock.lock(); defer { lock.unlock() }; return liveSession != nil }
+    var isConnected: Bool { shared.withLock { $0.liveSession != nil } }
 
     /// The decoder handed over session `s`'s last picture: it is gone unless another took its place.
     func sessionDelivered(_ s: Int) {
-        lock.lock()
-        if liveSession == s { liveSession = nil }
-        lock.unlock()
+        shared.withLock { if $0.liveSession == s { $0.liveSession = nil } }
         hub.queue.wake()
     }
-    var failure: MediaError? { lock.lock(); defer { lock.unlock() }; return failed }
+    var failure: MediaError? { shared.withLock { $0.failed } }
 
     func takeNotes() -> [Note] {
         let refused = input.listener?.takeNotes() ?? []
-        lock.lock()
-        defer { lock.unlock() }
-        let n = notes + refused.map { Note.warning($0) }
-        notes.removeAll()
-        return n
+        return shared.withLock { s in
+            defer { s.notes.removeAll() }
+            return s.notes + refused.map { Note.warning($0) }
+        }
     }
 
     func note(_ n: Note) {
-        lock.lock()
-        notes.append(n)
-        lock.unlock()
+        shared.withLock { $0.notes.append(n) }
         hub.queue.wake()
     }
 
     private func loop() {
-        let decoded = DispatchSemaphore(value: 0)
+        let decoded = ConditionLock(false)
         let worker = Thread { [self] in
             decode()
-            decoded.signal()
+            decoded.withLockWakingAll { $0 = true }
         }
         worker.name = "network-decode"
         worker.start()
         defer {
             backlog.end()
-            decoded.wait()
+            _ = decoded.wait { $0 ? true : nil }
         }
         var delay = 0.5
         var lastWarning = ""
@@ -118,21 +117,22 @@ final class NetworkReader: @unchecked Sendable {
             }
             delay = 0.5
             lastWarning = ""
-            session += 1
-            lock.lock()
-            liveSession = session
-            lock.unlock()
+            let session = reading.withLock { r in
+                r.session += 1
+                r.packets = 0
+                return r.session
+            }
+            shared.withLock { $0.liveSession = session }
             note(.event(.publisher(.init(state: .connected, session: session, peer: peer, url: shownURL))))
             let started = Monotonic.now
             var reason = "ended"
-            packets = 0
             do { try read(demuxer, connectedAt: started) } catch {
                 reason = cancel.isCancelled ? "stopped" : "\(error)"
             }
             stream?.abandon()
             backlog.endSession(session)
             note(.event(.publisher(.init(state: .disconnected, session: session, peer: peer, url: shownURL, reason: reason,
-                                         seconds: ((Monotonic.now - started) * 1000).rounded() / 1000, packets: packets))))
+                                         seconds: ((Monotonic.now - started) * 1000).rounded() / 1000, packets: reading.withLock { $0.packets }))))
         }
     }
 
@@ -161,7 +161,7 @@ final class NetworkReader: @unchecked Sendable {
             guard try demuxer.read(into: packet) else { break }
             let i = Int(packet.pointee.stream_index)
             guard let pad = i == videoIndex ? 0 : i == audioIndex ? 1 : nil else { continue }
-            packets += 1
+            reading.withLock { $0.packets += 1 }
             if case .dropped(let first) = backlog.push(packet, pad: pad) {
                 hub.queue.noteDropped(pad: pad)
                 if first {

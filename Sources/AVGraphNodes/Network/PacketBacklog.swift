@@ -1,13 +1,15 @@
 import AVGraph
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// Compressed packets between a network reader and its decoder: a `HandOff` bounded by bytes.
 /// Past the limit (the pipeline far behind) packets are dropped, video up to the next keyframe,
 /// which `push` says (the source counts them as its own, as a full picture queue's).
 /// One producer (the reader thread) pushes; the keyframe state is that thread's alone.
-final class PacketBacklog: @unchecked Sendable {
-    enum Item {
+final class PacketBacklog: Sendable {
+    // @unchecked: an AVPacket pointer is not Sendable; a queued packet is the hand-off's, then the decoder's that takes it.
+    enum Item: @unchecked Sendable {
         case begin(SessionDecoding)
         /// The session's stream ended: its decoders give up what they hold.
         case end(session: Int)
@@ -15,8 +17,8 @@ final class PacketBacklog: @unchecked Sendable {
     }
 
     private let handOff: HandOff<Item>
-    private var videoWaitsForKeyframe = false
-    private var overflowing = false
+    /// The reader thread's alone (a Mutex nobody else takes).
+    private let dropping = Mutex((videoWaitsForKeyframe: false, overflowing: false))
     /// Bytes of packets it holds at most.
     let limit: Int
 
@@ -40,27 +42,28 @@ final class PacketBacklog: @unchecked Sendable {
     /// Takes `packet`'s reference (leaving it blank for the next read).
     func push(_ packet: UnsafeMutablePointer<AVPacket>, pad: Int) -> Pushed {
         let key = packet.pointee.flags & avg_pkt_flag_key() != 0
-        if pad == 0 && videoWaitsForKeyframe && !key { return dropped() }
+        if pad == 0 && dropping.withLock({ $0.videoWaitsForKeyframe }) && !key { return dropped() }
         var copy: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()!
         av_packet_move_ref(copy, packet)
         guard handOff.push(.packet(copy!, pad: pad)) else {
             av_packet_free(&copy)
-            if pad == 0 { videoWaitsForKeyframe = true }
+            if pad == 0 { dropping.withLock { $0.videoWaitsForKeyframe = true } }
             return dropped()
         }
-        if pad == 0 { videoWaitsForKeyframe = false }
+        if pad == 0 { dropping.withLock { $0.videoWaitsForKeyframe = false } }
         return .taken
     }
 
     private func dropped() -> Pushed {
-        defer { overflowing = true }
-        return .dropped(first: !overflowing)
+        dropping.withLock { d in
+            defer { d.overflowing = true }
+            return .dropped(first: !d.overflowing)
+        }
     }
 
     /// A new publisher session: the packets after this are its own.
     func begin(_ session: SessionDecoding) {
-        videoWaitsForKeyframe = false
-        overflowing = false
+        dropping.withLock { $0 = (false, false) }
         handOff.push(.begin(session))
     }
 

@@ -5,7 +5,7 @@ import Foundation
 /// publishers at once. With a keys file the listener itself refuses an unknown key (in the
 /// protocol: RTMP's BadName, SRT's reject reason); without one it admits every key and `serve`
 /// asks its backend (`--auth`) or admits all (`--open`).
-public final class PublisherDoor: @unchecked Sendable {
+public final class PublisherDoor: Sendable {
     public let url: String
     /// `rtmp`, `rtmps` or `srt`, as hooks and the backend name it.
     public let scheme: String

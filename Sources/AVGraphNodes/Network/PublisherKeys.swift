@@ -1,5 +1,6 @@
 import AVGraph
 import Foundation
+import Synchronization
 
 /// The keys a listening network source admits a publisher with: for RTMP `app/stream` or just
 /// `stream` (in the URL's application), for SRT the stream id. They come from the `.pipe`
@@ -7,16 +8,15 @@ import Foundation
 /// changes) and the `AVGRAPH_KEYS` environment variable (comma or newline separated); with none
 /// of these, the stream name in the URL is the one key. Keys are compared in constant time and
 /// never printed.
-final class PublisherKeys: @unchecked Sendable {
+final class PublisherKeys: Sendable {
     static let environment = "AVGRAPH_KEYS"
 
     private let fixed: [String]
     private let file: String?
-    private let lock = NSLock()
-    private var fromFile: [String] = []
-    private var fileStamp: FileStamp?
+    /// The keys file as last read; the lock is held while it is read again.
+    private let read = Mutex<(keys: [String], stamp: FileStamp?)>(([], nil))
 
-    private struct FileStamp: Equatable {
+    private struct FileStamp: Equatable, Sendable {
         var inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
     }
 
@@ -39,9 +39,7 @@ final class PublisherKeys: @unchecked Sendable {
     /// The keys now (the file read again first when it changed since the last look).
     func current() -> [String] {
         refresh()
-        lock.lock()
-        defer { lock.unlock() }
-        return fixed + fromFile
+        return fixed + read.withLock { $0.keys }
     }
 
     /// Whether `candidate` is one of the keys: every key is compared, each in constant time.
@@ -58,13 +56,13 @@ final class PublisherKeys: @unchecked Sendable {
         var st = stat()
         let stamp: FileStamp? = stat(file, &st) == 0
             ? FileStamp(inode: UInt64(st.st_ino), size: Int64(st.st_size), seconds: st.st_mtim.tv_sec, nanoseconds: st.st_mtim.tv_nsec) : nil
-        lock.lock()
-        defer { lock.unlock() }
-        guard stamp != fileStamp || stamp == nil else { return }
-        fileStamp = stamp
-        // Unreadable now (removed, being replaced): no key from it until it is back.
-        let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
-        fromFile = Self.parse(text)
+        read.withLock { r in
+            guard stamp != r.stamp || stamp == nil else { return }
+            r.stamp = stamp
+            // Unreadable now (removed, being replaced): no key from it until it is back.
+            let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+            r.keys = Self.parse(text)
+        }
     }
 
     /// One key per line; blank lines and `#` comments skipped, white space around a key trimmed.

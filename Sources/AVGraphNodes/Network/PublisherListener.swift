@@ -1,14 +1,20 @@
 import AVGraph
 import Foundation
+import Synchronization
 
 /// What a network source's own server (RTMP, SRT) hands its reader: the admitted publishers
 /// (`next()`), warnings about refused peers (`takeNotes()`), and the stop that ends both.
 /// Subclasses accept the connections, in `start()`, until `stop()`.
+// @unchecked: a base class (RTMP, SRT and the relay derive from it) cannot be checked Sendable; its own
+// state is in `queue`, and each subclass says what its own `var`s are.
 class PublisherHandoff: @unchecked Sendable {
-    let condition = NSCondition()
-    private var ready: [PublisherStream] = []
-    private var notes: [String] = []
-    private var stopped = false
+    private struct Queue {
+        var ready: [PublisherStream] = []
+        var notes: [String] = []
+        var stopped = false
+    }
+    /// The reader sleeps on it in `next()`.
+    private let queue = ConditionLock(Queue())
 
     /// Starts taking connections.
     func start() {}
@@ -18,45 +24,37 @@ class PublisherHandoff: @unchecked Sendable {
 
     /// Marks the handoff stopped and wakes `next()`; true the first time.
     final func markStopped() -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        let first = !stopped
-        stopped = true
-        condition.broadcast()
-        return first
+        queue.withLockWakingAll { q in
+            defer { q.stopped = true }
+            return !q.stopped
+        }
     }
 
-    var isStopped: Bool { condition.lock(); defer { condition.unlock() }; return stopped }
+    var isStopped: Bool { queue.withLock { $0.stopped } }
 
     /// The next admitted publisher, waiting for one; nil once stopped.
     func next() -> PublisherStream? {
-        condition.lock()
-        defer { condition.unlock() }
-        while ready.isEmpty && !stopped { condition.wait() }
-        return stopped ? nil : ready.removeFirst()
+        queue.wait { q -> PublisherStream?? in
+            if q.stopped { return .some(nil) }
+            return q.ready.isEmpty ? nil : .some(q.ready.removeFirst())
+        }!
     }
 
     func announce(_ stream: PublisherStream) {
-        condition.lock()
-        ready.append(stream)
-        condition.signal()
-        condition.unlock()
+        queue.withLockWakingAll { $0.ready.append(stream) }
     }
 
     /// Warnings since the last call (refused connections), each naming the peer.
     func takeNotes() -> [String] {
-        condition.lock()
-        defer { condition.unlock() }
-        let n = notes
-        notes.removeAll()
-        return n
+        queue.withLock { q in
+            defer { q.notes.removeAll() }
+            return q.notes
+        }
     }
 
     func note(_ message: String) {
-        condition.lock()
         // Bounded: a flood of refused connections must not grow memory between two reports.
-        if notes.count < 100 { notes.append(message) }
-        condition.unlock()
+        queue.withLock { if $0.notes.count < 100 { $0.notes.append(message) } }
     }
 
     static func seconds(_ s: Double) -> String { s == s.rounded() ? "\(Int(s)) s" : "\(s) s" }
@@ -64,20 +62,23 @@ class PublisherHandoff: @unchecked Sendable {
 
 /// A `PublisherHandoff` whose connections are taken on a thread of its own (the SRT listener,
 /// on libsrt's epoll), woken through a pipe by `stop()` and `poke()`. Subclasses implement `run()`.
+// @unchecked: derived from (SRT, the relay): see PublisherHandoff.
 class PublisherListener: PublisherHandoff, @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
-    private var started = false
+    /// Whether the listener's thread started, and whether it is done.
+    private let thread = ConditionLock((started: false, done: false))
     /// Written to by `stop()` and `poke()`: the listener's wait includes the read end.
-    var wake: [Int32] = [-1, -1]
+    let wake: [Int32]
     let threadName: String
 
     init(threadName: String) throws {
         self.threadName = threadName
+        var wake: [Int32] = [-1, -1]
         guard pipe(&wake) == 0 else { throw MediaError("\(threadName): pipe: \(String(cString: strerror(errno)))") }
         for fd in wake {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         }
+        self.wake = wake
     }
 
     deinit {
@@ -88,10 +89,10 @@ class PublisherListener: PublisherHandoff, @unchecked Sendable {
     func run() {}
 
     override func start() {
-        started = true
+        thread.withLock { $0.started = true }
         let t = Thread { [self] in
             run()
-            done.signal()
+            thread.withLockWakingAll { $0.done = true }
         }
         t.name = threadName
         t.start()
@@ -101,7 +102,7 @@ class PublisherListener: PublisherHandoff, @unchecked Sendable {
     override func stop() {
         guard markStopped() else { return }
         poke()
-        if started { done.wait() }
+        _ = thread.wait { $0.started && !$0.done ? nil : true }
     }
 
     /// Wakes the listener's wait (a stream has room again, was abandoned, or stop).

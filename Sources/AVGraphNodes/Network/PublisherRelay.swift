@@ -28,6 +28,7 @@ public enum PublisherRelayFrame {
 /// own thread and announces each publisher as a `PublisherStream` to the source's reader. It
 /// reads only while the current stream has room, so a slow run holds its pipe, `serve`'s relay
 /// and, through them, the publisher's TCP (SRT drops, as it does live).
+// @unchecked: a subclass (see PublisherHandoff); `current` and `buffer` are the relay thread's alone.
 final class PublisherRelay: PublisherListener, @unchecked Sendable {
     private let fd: Int32
     private var current: PublisherStream?

@@ -1,10 +1,11 @@
+import AVGraph
 import Foundation
 
 /// One admitted publisher's bytes (FLV for RTMP), from the listener's thread to the demuxer's
 /// read callback. Bounded: when it holds `capacity`, the listener stops reading that socket and
 /// TCP holds the rest at the publisher. Ends (EOF) when the publisher goes; the reader may
 /// abandon it (a stream it refuses), which makes the listener close the connection.
-final class PublisherStream: @unchecked Sendable {
+final class PublisherStream: Sendable {
     let peer: String
     /// What the publisher asked to publish: RTMP's stream name and application, SRT's stream id
     /// (its `r=`) and no application.
@@ -13,13 +14,16 @@ final class PublisherStream: @unchecked Sendable {
     /// How its bytes are to be read (`flv`, `mpegts`); nil: as the source reads its own listener's.
     let format: String?
     let capacity: Int
-    private let condition = NSCondition()
-    private var chunks: [[UInt8]] = []
-    private var head = 0
-    private var offset = 0
-    private var bytes = 0
-    private var ended = false
-    private var abandoned = false
+    private struct Queued {
+        var chunks: [[UInt8]] = []
+        var head = 0
+        var offset = 0
+        var bytes = 0
+        var ended = false
+        var abandoned = false
+    }
+    /// The reader sleeps on it for bytes or the end.
+    private let queued = ConditionLock(Queued())
     /// Wakes the listener (room again, or abandoned).
     private let wake: @Sendable () -> Void
 
@@ -32,63 +36,61 @@ final class PublisherStream: @unchecked Sendable {
         self.wake = wake
     }
 
-    var isFull: Bool { condition.lock(); defer { condition.unlock() }; return bytes >= capacity }
-    var isAbandoned: Bool { condition.lock(); defer { condition.unlock() }; return abandoned }
+    var isFull: Bool { let capacity = capacity; return queued.withLock { $0.bytes >= capacity } }
+    var isAbandoned: Bool { queued.withLock { $0.abandoned } }
 
     func append(_ data: [UInt8]) {
         guard !data.isEmpty else { return }
-        condition.lock()
-        if !abandoned {
-            chunks.append(data)
-            bytes += data.count
-            condition.signal()
+        queued.withLockWakingAll { q in
+            if !q.abandoned {
+                q.chunks.append(data)
+                q.bytes += data.count
+            }
         }
-        condition.unlock()
     }
 
     /// The publisher is gone: the reader gets what is queued, then the end.
     func end() {
-        condition.lock()
-        ended = true
-        condition.broadcast()
-        condition.unlock()
+        queued.withLockWakingAll { $0.ended = true }
     }
 
     /// The reader wants no more of it.
     func abandon() {
-        condition.lock()
-        abandoned = true
-        ended = true
-        chunks.removeAll()
-        bytes = 0
-        condition.broadcast()
-        condition.unlock()
+        queued.withLockWakingAll { q in
+            q.abandoned = true
+            q.ended = true
+            q.chunks.removeAll()
+            q.bytes = 0
+        }
         wake()
     }
 
     /// Up to `into.count` bytes, waiting for some; 0 at the end.
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        condition.lock()
-        while head == chunks.count && !ended { condition.wait() }
-        var n = 0
-        while n < buffer.count && head < chunks.count {
-            let chunk = chunks[head]
-            let take = min(buffer.count - n, chunk.count - offset)
-            chunk.withUnsafeBytes { buffer.baseAddress!.advanced(by: n).copyMemory(from: $0.baseAddress!.advanced(by: offset), byteCount: take) }
-            n += take
-            offset += take
-            if offset == chunk.count {
-                head += 1
-                offset = 0
+        let capacity = capacity
+        let (n, resumed) = queued.wait { q -> (Int, Bool)? in
+            if q.head == q.chunks.count && !q.ended { return nil }
+            var n = 0
+            while n < buffer.count && q.head < q.chunks.count {
+                let chunk = q.chunks[q.head]
+                let take = min(buffer.count - n, chunk.count - q.offset)
+                let offset = q.offset
+                chunk.withUnsafeBytes { buffer.baseAddress!.advanced(by: n).copyMemory(from: $0.baseAddress!.advanced(by: offset), byteCount: take) }
+                n += take
+                q.offset += take
+                if q.offset == chunk.count {
+                    q.head += 1
+                    q.offset = 0
+                }
             }
-        }
-        let resumed = bytes >= capacity && bytes - n < capacity
-        bytes -= n
-        if head > 64 && head * 2 > chunks.count {
-            chunks.removeFirst(head)
-            head = 0
-        }
-        condition.unlock()
+            let resumed = q.bytes >= capacity && q.bytes - n < capacity
+            q.bytes -= n
+            if q.head > 64 && q.head * 2 > q.chunks.count {
+                q.chunks.removeFirst(q.head)
+                q.head = 0
+            }
+            return (n, resumed)
+        }!
         if resumed { wake() }
         return n
     }

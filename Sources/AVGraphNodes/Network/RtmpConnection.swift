@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a listening RTMP source admits: the URL's application, the keys, the bounds.
-struct RtmpPolicy: @unchecked Sendable {
+struct RtmpPolicy: Sendable {
     var app: String
     var keys: PublisherKeys
     var maxWidth = 3840

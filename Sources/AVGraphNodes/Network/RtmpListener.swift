@@ -14,6 +14,7 @@ import NIOSSL
 /// While one publishes, another valid publisher is refused (the held session ends after
 /// `silence` without data, so a phone that reconnects gets in then). Refusals are warnings
 /// naming the peer, never the key.
+// @unchecked: a subclass (see PublisherHandoff); `server` is set once, in init; the lobby is its loop's alone.
 final class RtmpListener: PublisherHandoff, @unchecked Sendable {
     struct Limits {
         var handshakeTimeout = 5.0

@@ -1,12 +1,15 @@
 import AVGraph
 import CSrt
 import Foundation
+import Synchronization
 
 /// avgraph as the SRT listener, on libsrt directly (libavformat's listener mode takes whoever
 /// calls and cannot look at a caller's stream id): `srt_listen_callback` admits a caller only
 /// with a known stream id (when keys are set) and while no other publisher is live; libsrt
 /// checks the passphrase. One thread waits in `srt_epoll_wait` on the listener, the admitted
 /// caller and the stop pipe; the caller's MPEG-TS goes to the reader as a `PublisherStream`.
+// @unchecked: a subclass (see PublisherHandoff); `socket` and `sessions` are the listener thread's
+// alone, what libsrt's callback thread shares with it is in `callers`.
 final class SrtListener: PublisherListener, @unchecked Sendable {
     struct Settings {
         var host: String
@@ -25,12 +28,15 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
     private var socket: SRTSOCKET
     private let epoll: Int32
     private var sessions: [SRTSOCKET: (stream: PublisherStream, lastData: Double)] = [:]
-    // Under `condition`: libsrt calls the hook on its own thread.
-    private var busy = false
-    /// Callers whose stream id was admitted, by address, and when: one that has not become a
-    /// connection by the handshake timeout failed after the hook (a wrong passphrase).
-    private var admitted: [String: Double] = [:]
-    private var lastRefusal: [String: Double] = [:]
+    /// libsrt calls the hook on its own thread.
+    private struct Callers {
+        var busy = false
+        /// Callers whose stream id was admitted, by address, and when: one that has not become a
+        /// connection by the handshake timeout failed after the hook (a wrong passphrase).
+        var admitted: [String: Double] = [:]
+        var lastRefusal: [String: Double] = [:]
+    }
+    private let callers = Mutex(Callers())
 
     init(_ settings: Settings) throws {
         self.settings = settings
@@ -100,20 +106,22 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
         } else if let keys = settings.keys, !keys.admits(id.candidates) {
             refusal = ("refused: unknown key", avg_srt_reject_unauthorized())
         }
-        condition.lock()
-        if refusal == nil && busy && !settings.concurrent { refusal = ("refused: another publisher is live on this source", avg_srt_reject_conflict()) }
-        let now = Monotonic.now
-        // A refused caller calls again, from a new port each time (GStreamer's srtsink every
-        // 100 ms, for ever): one warning for it while it keeps calling.
-        let host = "\(peer.lastIndex(of: ":").map { peer[..<$0] } ?? Substring(peer)) \(refusal?.reason ?? "")"
-        let repeated = now - (lastRefusal[host] ?? -10) < 2
-        if refusal != nil {
-            if lastRefusal.count > 256 { lastRefusal = lastRefusal.filter { now - $0.value < 2 } }
-            lastRefusal[host] = now
-        } else {
-            admitted[peer] = now
+        let concurrent = settings.concurrent
+        let repeated = callers.withLock { c in
+            if refusal == nil && c.busy && !concurrent { refusal = ("refused: another publisher is live on this source", avg_srt_reject_conflict()) }
+            let now = Monotonic.now
+            // A refused caller calls again, from a new port each time (GStreamer's srtsink every
+            // 100 ms, for ever): one warning for it while it keeps calling.
+            let host = "\(peer.lastIndex(of: ":").map { peer[..<$0] } ?? Substring(peer)) \(refusal?.reason ?? "")"
+            let repeated = now - (c.lastRefusal[host] ?? -10) < 2
+            if refusal != nil {
+                if c.lastRefusal.count > 256 { c.lastRefusal = c.lastRefusal.filter { now - $0.value < 2 } }
+                c.lastRefusal[host] = now
+            } else {
+                c.admitted[peer] = now
+            }
+            return repeated
         }
-        condition.unlock()
         guard let refusal else { return 0 }
         if !repeated { note("\(peer)\(id.user.map { " (u=\(SrtStreamID.printable($0)))" } ?? ""): \(refusal.reason)") }
         srt_setrejectreason(caller, refusal.code)
@@ -152,11 +160,12 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             let s = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { srt_accept(socket, $0, &len) } }
             guard s >= 0 else { return }
             let peer = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress.describe($0, socklen_t(len)) } }
-            condition.lock()
-            admitted[peer] = nil
-            let taken = busy && !settings.concurrent
-            busy = true
-            condition.unlock()
+            let concurrent = settings.concurrent
+            let taken = callers.withLock { c in
+                c.admitted[peer] = nil
+                defer { c.busy = true }
+                return c.busy && !concurrent
+            }
             if taken {
                 srt_close(s)
                 continue
@@ -203,15 +212,12 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
         srt_epoll_remove_usock(epoll, socket)
         srt_close(socket)
         s.stream.end()
-        condition.lock()
-        busy = !sessions.isEmpty
-        condition.unlock()
+        let busy = !sessions.isEmpty
+        callers.withLock { $0.busy = busy }
     }
 
     private func nearestDeadline() -> Double? {
-        condition.lock()
-        let oldest = admitted.values.min()
-        condition.unlock()
+        let oldest = callers.withLock { $0.admitted.values.min() }
         let candidates = [oldest.map { $0 + settings.handshakeTimeout }, sessions.values.map(\.lastData).min().map { $0 + settings.silence }].compactMap { $0 }
         return candidates.min()
     }
@@ -222,10 +228,12 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             if !s.stream.isAbandoned { note("\(s.stream.peer): the publisher sent nothing for \(Self.seconds(settings.silence)): taken as gone") }
             endSession(socket)
         }
-        condition.lock()
-        let failed = admitted.filter { now - $0.value >= settings.handshakeTimeout }.map(\.key)
-        for peer in failed { admitted[peer] = nil }
-        condition.unlock()
+        let timeout = settings.handshakeTimeout
+        let failed = callers.withLock { c in
+            let failed = c.admitted.filter { now - $0.value >= timeout }.map(\.key)
+            for peer in failed { c.admitted[peer] = nil }
+            return failed
+        }
         for peer in failed.sorted() {
             note("\(peer): refused: the SRT handshake did not complete (a wrong passphrase?)")
         }

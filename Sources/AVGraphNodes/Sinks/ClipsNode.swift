@@ -30,7 +30,6 @@ public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory {
     }
 
     private let window: Int64
-    private let lock = NSLock()
     /// Per input, packets in arrival order.
     private var held: [[Packet]]
     private var heldBytes = 0
@@ -47,7 +46,6 @@ public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory {
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let p = buffer.packet else { return }
-        lock.lock()
         held[input].append(p)
         heldBytes += p.byteCount
         newest = max(newest, p.time)
@@ -58,16 +56,13 @@ public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory {
     /// `memory-limit` video is dropped before it gets here, and a window that waited for the next
     /// packet would hold its bytes (and keep video dropped) for good.
     override public func tick(_ out: Outlet) throws {
-        lock.lock()
         trimAndAccount(now: max(newest, Int64(out.clock * 1e6)), out)
     }
 
-    /// Called with `lock` held; releases it.
     private func trimAndAccount(now: Int64, _ out: Outlet) {
         trim(newest: now)
         let delta = heldBytes - accounted
         accounted = heldBytes
-        lock.unlock()
         if delta != 0 { out.account(heldBytes: delta) }
     }
 
@@ -96,12 +91,10 @@ public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory {
     }
 
     override public func finish(_ out: Outlet) throws {
-        lock.lock()
         held = held.map { _ in [] }
         let delta = -accounted
         accounted = 0
         heldBytes = 0
-        lock.unlock()
         out.account(heldBytes: delta)
     }
 
@@ -114,10 +107,9 @@ public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory {
         return write(to: save.path)
     }
 
+    /// On the node's thread, as every control answer (`AnswersControl`): `held` is not shared.
     private func write(to path: String) -> NodeControlAnswer {
-        lock.lock()
         var snapshot = held.map { $0.map { $0.ref() } }
-        lock.unlock()
         // Start on the first keyframe of the (first) video stream; audio from the same time.
         var start = snapshot.flatMap { $0 }.map(\.time).min() ?? 0
         if let v = hasVideo.firstIndex(of: true) {

@@ -1,5 +1,6 @@
 import AVGraph
 import Foundation
+import Synchronization
 
 /// The part of a live network sink (`rtmp`, `srt`) that does not depend on the protocol: a
 /// queue between the node's thread and a sender thread of its own, the drop policy that keeps
@@ -8,8 +9,8 @@ import Foundation
 /// The node's thread only enqueues, so a slow or broken network never pushes back on the
 /// encoder, and the other sinks fed by the same encoder (a recording) run on undisturbed.
 /// The sender thread alone blocks on the network.
-final class LiveSender: @unchecked Sendable {
-    struct Settings {
+final class LiveSender: Sendable {
+    struct Settings: Sendable {
         var url: String
         /// The url as printed: the stream key, passphrase and stream id masked.
         var shownURL: String { Redaction.url(url) }
@@ -28,7 +29,7 @@ final class LiveSender: @unchecked Sendable {
         var realtime: Bool
     }
 
-    private struct Item {
+    fileprivate struct Item: Sendable {
         let input: Int
         let packet: Packet
         let isVideo: Bool
@@ -37,35 +38,39 @@ final class LiveSender: @unchecked Sendable {
     private let settings: Settings
     private let isVideoInput: [Bool]
     private let cancel = CancelFlag()
-    private let exited = DispatchSemaphore(value: 0)
-    private var started = false
 
-    // Everything below is shared by the node's thread and the sender thread, under `condition`.
-    private let condition = NSCondition()
-    private var queue: [Item] = []
-    private var queuedBytes = 0
-    private var newest = Int64.min
-    private var streams: [EncodedStream?]
-    private var ended: [Bool]
-    private var ending = false
-    private var connected = false
-    private var failure: MediaError?
-    /// After video was dropped, what follows must wait for a keyframe (no broken reference chain).
-    private var videoWaitsForKeyframe = false
-    private(set) var droppedVideo = 0
-    private(set) var droppedAudio = 0
-    /// The live session's socket (nil between sessions), and bytes handed to it, all and audio.
-    private var socket: UplinkSocket?
-    /// When the session on `socket` began (`UplinkFeedback.now`).
-    private var sessionStart = 0.0
-    private var sentBytes = 0
-    private var sentAudioBytes = 0
+    /// Shared by the node's thread and the sender thread; each sleeps on it for what the other does.
+    fileprivate struct Shared {
+        var queue: [Item] = []
+        var queuedBytes = 0
+        var newest = Int64.min
+        var streams: [EncodedStream?]
+        var ended: [Bool]
+        var ending = false
+        var connected = false
+        var failure: MediaError?
+        /// After video was dropped, what follows must wait for a keyframe (no broken reference chain).
+        var videoWaitsForKeyframe = false
+        var droppedVideo = 0
+        var droppedAudio = 0
+        /// The live session's socket (nil between sessions), and bytes handed to it, all and audio.
+        var socket: UplinkSocket?
+        /// When the session on `socket` began (`UplinkFeedback.now`).
+        var sessionStart = 0.0
+        var sentBytes = 0
+        var sentAudioBytes = 0
+        var reconnects = 0
+        /// The sender thread: started (by the node's thread) and exited.
+        var started = false
+        var exited = false
+    }
+    private let shared: ConditionLock<Shared>
 
     init(_ settings: Settings, inputIsVideo: [Bool]) {
         self.settings = settings
         isVideoInput = inputIsVideo
-        streams = Array(repeating: nil, count: inputIsVideo.count)
-        ended = Array(repeating: false, count: inputIsVideo.count)
+        shared = ConditionLock(Shared(streams: Array(repeating: nil, count: inputIsVideo.count),
+                                      ended: Array(repeating: false, count: inputIsVideo.count)))
     }
 
     // MARK: the node's side (never blocks on the network)
@@ -74,49 +79,42 @@ final class LiveSender: @unchecked Sendable {
     /// wait instead while connected: there is no clock to keep up with, so nothing need be lost.
     func push(_ packet: Packet, input: Int, overMemoryLimit: Bool, out: Outlet) throws {
         startIfNeeded(out)
-        condition.lock()
+        let (buffer, realtime, isVideo, cancel) = (settings.buffer, settings.realtime, isVideoInput[input], cancel)
         // Every path changes what the sender waits for (a stream described, a packet queued).
-        defer { condition.broadcast(); condition.unlock() }
-        if let failure { throw failure }
-        if !settings.realtime {
-            // Woken by the sender taking a packet, losing the connection, failing or being cancelled.
-            while connected && span(video: true) > limit && failure == nil && !cancel.isCancelled {
-                condition.wait()
+        _ = try shared.wait(wakingOthers: { _ in true }) { s -> Bool? in
+            if let failure = s.failure { throw failure }
+            // Offline: woken by the sender taking a packet, losing the connection, failing or being cancelled.
+            if !realtime && s.connected && s.span(video: true) > s.limit(buffer: buffer) && !cancel.isCancelled { return nil }
+            if s.streams[input] == nil { s.streams[input] = packet.stream }
+            if isVideo && s.videoWaitsForKeyframe {
+                if !packet.isKeyframe { s.droppedVideo += 1; return true }
+                s.videoWaitsForKeyframe = false
             }
+            s.queue.append(Item(input: input, packet: packet, isVideo: isVideo))
+            s.queuedBytes += packet.byteCount
+            s.newest = max(s.newest, packet.time)
+            s.enforceLimits(buffer: buffer, overMemoryLimit: overMemoryLimit)
+            return true
         }
-        if streams[input] == nil { streams[input] = packet.stream }
-        let isVideo = isVideoInput[input]
-        if isVideo && videoWaitsForKeyframe {
-            if !packet.isKeyframe { droppedVideo += 1; return }
-            videoWaitsForKeyframe = false
-        }
-        queue.append(Item(input: input, packet: packet, isVideo: isVideo))
-        queuedBytes += packet.byteCount
-        newest = max(newest, packet.time)
-        enforceLimits(overMemoryLimit: overMemoryLimit)
     }
 
     func inputEnded(_ input: Int) {
-        condition.lock()
-        ended[input] = true
-        condition.broadcast()
-        condition.unlock()
+        shared.withLockWakingAll { $0.ended[input] = true }
     }
 
     /// Sessions opened again after a failure, and seconds of media queued (for `/metrics`).
     var health: (reconnects: Int, bufferedSeconds: Double) {
-        condition.lock()
-        defer { condition.unlock() }
-        return (reconnects, Double(max(span(video: true), span(video: false))) / 1e6)
+        shared.withLock { s in (s.reconnects, Double(max(s.span(video: true), s.span(video: false))) / 1e6) }
     }
 
-    private var reconnects = 0
-
     /// Bytes handed to the socket over the last second or so, and the session's least round
-    /// trip (node thread only).
-    private var sendHistory: [(at: Double, bytes: Int, audio: Int)] = []
-    private var measuredSession = 0.0
-    private var leastRoundTrip = Double.infinity
+    /// trip (node thread only: a Mutex nobody else takes).
+    private struct Measured {
+        var sendHistory: [(at: Double, bytes: Int, audio: Int)] = []
+        var measuredSession = 0.0
+        var leastRoundTrip = Double.infinity
+    }
+    private let measured = Mutex(Measured())
     /// A new session first sends what queued up while it connected: that backlog says nothing of the link.
     static let settling = 2.0
 
@@ -126,21 +124,23 @@ final class LiveSender: @unchecked Sendable {
     /// the link carries (what left in the last second, or the transport's delivery rate, less
     /// the audio). Nil while not connected: a destination that is away measures no link.
     func measureUplink(destination: String, now: Double) -> UplinkFeedback.Reading? {
-        condition.lock()
-        let socket = self.socket
-        let figures = socket.flatMap(UplinkProbe.read)
-        let queued = Double(max(span(video: true), span(video: false))) / 1e6
-        let (sent, audio, session) = (sentBytes, sentAudioBytes, sessionStart)
-        condition.unlock()
-        if session != measuredSession {
-            measuredSession = session
-            sendHistory.removeAll()
-            leastRoundTrip = .infinity
+        // The socket is read under the lock: the sender forgets it there before closing it.
+        let (socket, figures, queued, sent, audio, session) = shared.withLock { s in
+            (s.socket, s.socket.flatMap(UplinkProbe.read), Double(max(s.span(video: true), s.span(video: false))) / 1e6,
+             s.sentBytes, s.sentAudioBytes, s.sessionStart)
         }
-        if let rtt = figures?.roundTrip, rtt > 0 { leastRoundTrip = min(leastRoundTrip, rtt) }
-        sendHistory.append((now, sent, audio))
-        while sendHistory.count > 2, now - sendHistory[1].at >= 1 { sendHistory.removeFirst() }
-        guard socket != nil, now - session >= Self.settling, let first = sendHistory.first, now - first.at >= 0.2 else { return nil }
+        let (history, leastRoundTrip) = measured.withLock { m in
+            if session != m.measuredSession {
+                m.measuredSession = session
+                m.sendHistory.removeAll()
+                m.leastRoundTrip = .infinity
+            }
+            if let rtt = figures?.roundTrip, rtt > 0 { m.leastRoundTrip = min(m.leastRoundTrip, rtt) }
+            m.sendHistory.append((now, sent, audio))
+            while m.sendHistory.count > 2, now - m.sendHistory[1].at >= 1 { m.sendHistory.removeFirst() }
+            return (m.sendHistory, m.leastRoundTrip)
+        }
+        guard socket != nil, now - session >= Self.settling, let first = history.first, now - first.at >= 0.2 else { return nil }
         let seconds = now - first.at
         let sendRate = Double(sent - first.bytes) * 8 / seconds
         let audioRate = Double(audio - first.audio) * 8 / seconds
@@ -158,64 +158,52 @@ final class LiveSender: @unchecked Sendable {
 
     /// Bytes held (for the pipeline's memory budget) and drops so far.
     var state: (bytes: Int, video: Int, audio: Int, failure: MediaError?) {
-        condition.lock()
-        defer { condition.unlock() }
-        return (queuedBytes, droppedVideo, droppedAudio, failure)
+        shared.withLock { ($0.queuedBytes, $0.droppedVideo, $0.droppedAudio, $0.failure) }
     }
 
     /// Sends what is queued (while connected, within `grace` seconds) and hangs up cleanly.
     func finish(grace: Double) {
-        condition.lock()
-        ending = true
-        condition.broadcast()
-        condition.unlock()
-        guard started else { return }
-        if exited.wait(timeout: .now() + grace) == .timedOut {
-            cancelAndWake()
-            exited.wait()
+        let started = shared.withLockWakingAll { s in
+            s.ending = true
+            return s.started
         }
-        exited.signal() // stays signalled: the thread has exited, for a later abort or finish
+        guard started else { return }
+        if shared.wait(until: Monotonic.now + grace, { $0.exited ? true : nil }) == nil {
+            cancelAndWake()
+            waitForExit()
+        }
         dropAll()
     }
 
-    /// Cancels every blocking call, and wakes every wait on `condition` to see it.
+    /// The sender thread has exited (at once when it never started).
+    private func waitForExit() { _ = shared.wait { $0.exited || !$0.started ? true : nil } }
+
+    /// Cancels every blocking call, and wakes every wait on `shared` to see it.
     private func cancelAndWake() {
         cancel.cancel()
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
+        shared.wakeAll()
     }
 
     /// Hangs up at once (the run failed elsewhere).
     func abort() {
         cancel.cancel()
-        condition.lock()
-        ending = true
-        condition.broadcast()
-        condition.unlock()
-        if started { exited.wait(); exited.signal() }
+        shared.withLockWakingAll { $0.ending = true }
+        waitForExit()
         dropAll()
     }
 
     private func startIfNeeded(_ out: Outlet) {
-        guard !started else { return }
-        started = true
+        let start = shared.withLock { s in
+            defer { s.started = true }
+            return !s.started
+        }
+        guard start else { return }
         let thread = Thread { [self] in
             self.sendLoop(out)
-            self.exited.signal()
+            self.shared.withLockWakingAll { $0.exited = true }
         }
         thread.name = out.nodeName + "-send"
         thread.start()
-    }
-
-    // MARK: drop policy (under `condition`)
-
-    /// `buffer`, but at most `adaptiveBuffer` when an adaptive encoder feeds the sink: its viewers
-    /// are promised a delay that stays short while the bitrate comes down, so a backlog past it
-    /// gives way at once (a run of pictures to the next keyframe) instead of arriving late.
-    private var limit: Int64 {
-        let adaptive = streams.contains { $0?.uplink != nil }
-        return Int64((adaptive ? min(settings.buffer, Self.adaptiveBuffer) : settings.buffer) * 1e6)
     }
 
     static let adaptiveBuffer = 0.7
@@ -232,95 +220,12 @@ final class LiveSender: @unchecked Sendable {
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NOTSENT_LOWAT, &bytes, socklen_t(MemoryLayout<Int32>.size))
     }
 
-    /// Media time from the oldest queued packet of one kind to the newest packet of any kind.
-    private func span(video: Bool) -> Int64 {
-        guard let oldest = queue.first(where: { $0.isVideo == video }) else { return 0 }
-        return newest - oldest.packet.time
-    }
-
-    /// Video goes first, a whole run up to the next keyframe at a time; audio is kept twice as
-    /// long, because it is cheap (128 kbit/s: 2 s is 32 kB) and a gap in it is what people notice.
-    /// Over the pipeline's memory limit (whoever filled it) the video kept shrinks to a quarter of
-    /// `buffer`: a backlog gives way, but a network that keeps up loses nothing.
-    private func enforceLimits(overMemoryLimit: Bool) {
-        let videoLimit = overMemoryLimit ? limit / 4 : limit
-        while span(video: true) > videoLimit { dropVideoToNextKeyframe() }
-        while span(video: false) > 2 * limit { dropOldestAudio() }
-    }
-
-    /// Drops the oldest queued video packet and every video packet after it up to (not
-    /// including) the next keyframe; when no keyframe is queued, all video, and what arrives
-    /// next waits for one.
-    private func dropVideoToNextKeyframe() {
-        guard let first = queue.firstIndex(where: \.isVideo) else { return }
-        var next: Int?
-        for i in queue.indices where i > first && queue[i].isVideo && queue[i].packet.isKeyframe {
-            next = i
-            break
-        }
-        let end = next ?? queue.count
-        let before = queue.count
-        var bytes = 0
-        var kept: [Item] = []
-        kept.reserveCapacity(queue.count)
-        for (i, item) in queue.enumerated() {
-            if item.isVideo && i >= first && i < end { bytes += item.packet.byteCount } else { kept.append(item) }
-        }
-        queue = kept
-        queuedBytes -= bytes
-        droppedVideo += before - kept.count
-        if next == nil { videoWaitsForKeyframe = true }
-    }
-
-    private func dropOldestAudio() {
-        guard let i = queue.firstIndex(where: { !$0.isVideo }) else { return }
-        queuedBytes -= queue[i].packet.byteCount
-        queue.remove(at: i)
-        droppedAudio += 1
-    }
-
-    /// A new session starts on a video keyframe: video before it goes, and audio older than it.
-    /// False while no keyframe is queued yet (the session waits for one).
-    private func trimToKeyframe() -> Bool {
-        let videoExpected = isVideoInput.indices.contains { isVideoInput[$0] && streams[$0] != nil && !ended[$0] }
-        guard videoExpected || queue.contains(where: \.isVideo) else { return true }
-        guard let k = queue.firstIndex(where: { $0.isVideo && $0.packet.isKeyframe }) else {
-            let before = queue.count
-            queue.removeAll { item in
-                if item.isVideo { queuedBytes -= item.packet.byteCount }
-                return item.isVideo
-            }
-            droppedVideo += before - queue.count
-            if before != queue.count { videoWaitsForKeyframe = true }
-            return false
-        }
-        // Audio a little ahead of the keyframe stays: the encoder's priming packet starts a few
-        // milliseconds early, and players start audio and video together anyway.
-        let start = queue[k].packet.time - 50_000
-        var kept: [Item] = []
-        for (i, item) in queue.enumerated() {
-            if i < k && (item.isVideo || item.packet.time < start) {
-                queuedBytes -= item.packet.byteCount
-                if item.isVideo { droppedVideo += 1 } else { droppedAudio += 1 }
-            } else {
-                kept.append(item)
-            }
-        }
-        // Queued in arrival order, audio can sit before the keyframe with a later time (the video
-        // encoder's delay is longer). FLV takes the session's first packet as its time origin and
-        // refuses anything earlier (EINVAL, a disconnect at once), so the session opens in time order.
-        queue = kept.enumerated().sorted { a, b in
-            a.element.packet.time != b.element.packet.time ? a.element.packet.time < b.element.packet.time : a.offset < b.offset
-        }.map(\.element)
-        return true
-    }
-
     private func dropAll() {
-        condition.lock()
-        for item in queue { if item.isVideo { droppedVideo += 1 } else { droppedAudio += 1 } }
-        queue.removeAll()
-        queuedBytes = 0
-        condition.unlock()
+        shared.withLock { s in
+            for item in s.queue { if item.isVideo { s.droppedVideo += 1 } else { s.droppedAudio += 1 } }
+            s.queue.removeAll()
+            s.queuedBytes = 0
+        }
     }
 
     // MARK: the sender thread
@@ -336,18 +241,16 @@ final class LiveSender: @unchecked Sendable {
                 if attempt == 0 && lostAt == nil { out.report(state: "connecting") }
                 let session = try connect()
                 let muxer = session.0
-                condition.lock()
-                connected = true
-                socket = muxer.uplinkSocket
-                if case .tcp(let fd)? = socket { Self.keepBacklogQueued(fd) }
-                sessionStart = UplinkFeedback.now
-                condition.broadcast()
-                condition.unlock()
+                let uplink = muxer.uplinkSocket
+                if case .tcp(let fd)? = uplink { Self.keepBacklogQueued(fd) }
+                shared.withLockWakingAll { s in
+                    s.connected = true
+                    s.socket = uplink
+                    s.sessionStart = UplinkFeedback.now
+                }
                 out.report(state: "sending")
                 if let lostAt {
-                    condition.lock()
-                    reconnects += 1
-                    condition.unlock()
+                    shared.withLock { $0.reconnects += 1 }
                     out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
                                                  after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
                 }
@@ -366,11 +269,10 @@ final class LiveSender: @unchecked Sendable {
                 } catch {
                     forgetSocket()
                     muxer.close()
-                    condition.lock()
-                    connected = false
-                    let stop = ending
-                    condition.broadcast()
-                    condition.unlock()
+                    let stop = shared.withLockWakingAll { s in
+                        s.connected = false
+                        return s.ending
+                    }
                     out.event(.disconnected(.init(url: settings.shownURL, reason: Redaction.text("\(error)"))))
                     lostAt = Date()
                     if stop {
@@ -381,19 +283,15 @@ final class LiveSender: @unchecked Sendable {
             } catch {
                 if cancel.isCancelled { return }
                 lostAt = lostAt ?? Date()
-                condition.lock()
-                let stop = ending
-                condition.unlock()
+                let stop = shared.withLock { $0.ending }
                 if stop {
                     out.warning("the run ended while \(settings.shownURL) was unreachable (\(Redaction.text("\(error)"))): what was queued is not sent")
                     return
                 }
                 if attempt >= settings.attempts {
                     let tries = attempt + 1
-                    condition.lock()
-                    failure = MediaError("cannot reach \(settings.shownURL): \(Redaction.text("\(error)")) (\(tries) attempt\(tries == 1 ? "" : "s"))")
-                    condition.broadcast()
-                    condition.unlock()
+                    let failure = MediaError("cannot reach \(settings.shownURL): \(Redaction.text("\(error)")) (\(tries) attempt\(tries == 1 ? "" : "s"))")
+                    shared.withLockWakingAll { $0.failure = failure }
                     out.report(state: "failed")
                     return
                 }
@@ -403,40 +301,34 @@ final class LiveSender: @unchecked Sendable {
             let delay = min(settings.longestDelay, settings.firstDelay * pow(2, Double(attempt - 1)))
             out.event(.reconnecting(.init(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay)))
             out.report(state: "reconnecting")
-            let deadline = Date(timeIntervalSinceNow: delay)
-            condition.lock()
-            while Date() < deadline && !ending && !cancel.isCancelled { _ = condition.wait(until: deadline) }
-            condition.unlock()
+            let cancel = cancel
+            _ = shared.wait(until: Monotonic.now + delay) { s in s.ending || cancel.isCancelled ? true : nil }
         }
     }
 
     /// The socket goes before the muxer closes it: the node's thread reads it (`measureUplink`)
     /// under the same lock, so it never reads a closed, maybe reused, descriptor.
     private func forgetSocket() {
-        condition.lock()
-        socket = nil
-        condition.unlock()
+        shared.withLock { $0.socket = nil }
     }
 
     /// Waits until every input has described its stream (its first packet) or ended.
     /// False when the run ends first with nothing to send.
     private func waitForStreams() -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        while !cancel.isCancelled {
-            let known = streams.indices.allSatisfy { streams[$0] != nil || ended[$0] }
-            if known && streams.contains(where: { $0 != nil }) { return !(ending && queue.isEmpty) }
-            if ending || ended.allSatisfy({ $0 }) { return false }
-            condition.wait() // woken by push, inputEnded, finish, abort
-        }
-        return false
+        let cancel = cancel
+        // Woken by push, inputEnded, finish, abort.
+        return shared.wait { s -> Bool? in
+            if cancel.isCancelled { return false }
+            let known = s.streams.indices.allSatisfy { s.streams[$0] != nil || s.ended[$0] }
+            if known && s.streams.contains(where: { $0 != nil }) { return !(s.ending && s.queue.isEmpty) }
+            if s.ending || s.ended.allSatisfy({ $0 }) { return false }
+            return nil
+        }!
     }
 
     /// A new session: connect, one stream per input that delivered media, the header.
     private func connect() throws -> (NetworkMuxer, [Int?]) {
-        condition.lock()
-        let described = streams
-        condition.unlock()
+        let described = shared.withLock { $0.streams }
         let muxer = try NetworkMuxer(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel,
                                      protocolOptions: settings.protocolOptions)
         var indices: [Int?] = []
@@ -451,31 +343,122 @@ final class LiveSender: @unchecked Sendable {
     private func send(_ session: (NetworkMuxer, [Int?])) throws {
         let (muxer, indices) = session
         var startedOnKeyframe = false
+        let (cancel, isVideoInput) = (cancel, isVideoInput)
         while true {
-            condition.lock()
-            var item: Item?
-            while item == nil {
-                if cancel.isCancelled { condition.unlock(); throw Cancelled() }
-                if !startedOnKeyframe { startedOnKeyframe = trimToKeyframe() }
-                if startedOnKeyframe && !queue.isEmpty {
-                    item = queue.removeFirst()
-                    queuedBytes -= item!.packet.byteCount
-                } else if ending && (queue.isEmpty || !startedOnKeyframe && ended.allSatisfy({ $0 })) {
-                    condition.unlock()
-                    return
-                } else {
-                    condition.wait() // woken by push, inputEnded, finish, abort
+            // Woken by push, inputEnded, finish, abort; taking a packet wakes an offline push waiting for room.
+            let next = try shared.wait(wakingOthers: { _ in true }) { s -> Item?? in
+                if cancel.isCancelled { throw Cancelled() }
+                if !startedOnKeyframe { startedOnKeyframe = s.trimToKeyframe(isVideoInput: isVideoInput) }
+                if startedOnKeyframe && !s.queue.isEmpty {
+                    let item = s.queue.removeFirst()
+                    s.queuedBytes -= item.packet.byteCount
+                    return .some(item)
                 }
-            }
-            condition.broadcast()
-            condition.unlock()
-            guard let item, let index = indices[item.input] else { continue }
+                if s.ending && (s.queue.isEmpty || !startedOnKeyframe && s.ended.allSatisfy({ $0 })) { return .some(nil) }
+                return nil
+            }!
+            guard let item = next else { return }
+            guard let index = indices[item.input] else { continue }
             let bytes = item.packet.byteCount
             try muxer.write(item.packet.av, timeBase: item.packet.timeBase, stream: index)
-            condition.lock()
-            sentBytes += bytes
-            if !item.isVideo { sentAudioBytes += bytes }
-            condition.unlock()
+            shared.withLock { s in
+                s.sentBytes += bytes
+                if !item.isVideo { s.sentAudioBytes += bytes }
+            }
         }
+    }
+}
+
+// MARK: drop policy (under `LiveSender.shared`)
+
+extension LiveSender.Shared {
+    /// `buffer`, but at most `adaptiveBuffer` when an adaptive encoder feeds the sink: its viewers
+    /// are promised a delay that stays short while the bitrate comes down, so a backlog past it
+    /// gives way at once (a run of pictures to the next keyframe) instead of arriving late.
+    func limit(buffer: Double) -> Int64 {
+        let adaptive = streams.contains { $0?.uplink != nil }
+        return Int64((adaptive ? min(buffer, LiveSender.adaptiveBuffer) : buffer) * 1e6)
+    }
+
+    /// Media time from the oldest queued packet of one kind to the newest packet of any kind.
+    func span(video: Bool) -> Int64 {
+        guard let oldest = queue.first(where: { $0.isVideo == video }) else { return 0 }
+        return newest - oldest.packet.time
+    }
+
+    /// Video goes first, a whole run up to the next keyframe at a time; audio is kept twice as
+    /// long, because it is cheap (128 kbit/s: 2 s is 32 kB) and a gap in it is what people notice.
+    /// Over the pipeline's memory limit (whoever filled it) the video kept shrinks to a quarter of
+    /// `buffer`: a backlog gives way, but a network that keeps up loses nothing.
+    mutating func enforceLimits(buffer: Double, overMemoryLimit: Bool) {
+        let limit = limit(buffer: buffer)
+        let videoLimit = overMemoryLimit ? limit / 4 : limit
+        while span(video: true) > videoLimit { dropVideoToNextKeyframe() }
+        while span(video: false) > 2 * limit { dropOldestAudio() }
+    }
+
+    /// Drops the oldest queued video packet and every video packet after it up to (not
+    /// including) the next keyframe; when no keyframe is queued, all video, and what arrives
+    /// next waits for one.
+    mutating func dropVideoToNextKeyframe() {
+        guard let first = queue.firstIndex(where: \.isVideo) else { return }
+        var next: Int?
+        for i in queue.indices where i > first && queue[i].isVideo && queue[i].packet.isKeyframe {
+            next = i
+            break
+        }
+        let end = next ?? queue.count
+        let before = queue.count
+        var bytes = 0
+        var kept: [LiveSender.Item] = []
+        kept.reserveCapacity(queue.count)
+        for (i, item) in queue.enumerated() {
+            if item.isVideo && i >= first && i < end { bytes += item.packet.byteCount } else { kept.append(item) }
+        }
+        queue = kept
+        queuedBytes -= bytes
+        droppedVideo += before - kept.count
+        if next == nil { videoWaitsForKeyframe = true }
+    }
+
+    mutating func dropOldestAudio() {
+        guard let i = queue.firstIndex(where: { !$0.isVideo }) else { return }
+        queuedBytes -= queue[i].packet.byteCount
+        queue.remove(at: i)
+        droppedAudio += 1
+    }
+
+    /// A new session starts on a video keyframe: video before it goes, and audio older than it.
+    /// False while no keyframe is queued yet (the session waits for one).
+    mutating func trimToKeyframe(isVideoInput: [Bool]) -> Bool {
+        let videoExpected = isVideoInput.indices.contains { isVideoInput[$0] && streams[$0] != nil && !ended[$0] }
+        guard videoExpected || queue.contains(where: \.isVideo) else { return true }
+        guard let k = queue.firstIndex(where: { $0.isVideo && $0.packet.isKeyframe }) else {
+            let before = queue.count
+            queuedBytes -= queue.filter(\.isVideo).reduce(0) { $0 + $1.packet.byteCount }
+            queue.removeAll(where: \.isVideo)
+            droppedVideo += before - queue.count
+            if before != queue.count { videoWaitsForKeyframe = true }
+            return false
+        }
+        // Audio a little ahead of the keyframe stays: the encoder's priming packet starts a few
+        // milliseconds early, and players start audio and video together anyway.
+        let start = queue[k].packet.time - 50_000
+        var kept: [LiveSender.Item] = []
+        for (i, item) in queue.enumerated() {
+            if i < k && (item.isVideo || item.packet.time < start) {
+                queuedBytes -= item.packet.byteCount
+                if item.isVideo { droppedVideo += 1 } else { droppedAudio += 1 }
+            } else {
+                kept.append(item)
+            }
+        }
+        // Queued in arrival order, audio can sit before the keyframe with a later time (the video
+        // encoder's delay is longer). FLV takes the session's first packet as its time origin and
+        // refuses anything earlier (EINVAL, a disconnect at once), so the session opens in time order.
+        queue = kept.enumerated().sorted { a, b in
+            a.element.packet.time != b.element.packet.time ? a.element.packet.time < b.element.packet.time : a.offset < b.offset
+        }.map(\.element)
+        return true
     }
 }

@@ -1,6 +1,7 @@
 import AVGraph
 import CFFmpeg
 import Foundation
+import Synchronization
 
 /// `file` as a source: decodes a media file's video and audio, in file order, with the file's
 /// own timestamps (shifted so the file starts at 0, and by one play's length per loop).
@@ -172,17 +173,19 @@ public final class FileSourceNode: Source, Node {
 /// What `check` and the source learn from opening a file.
 struct FileProbe {
     /// Standard input is read once: the probe `check` made is the one the source reads from.
+    /// A Demuxer is not Sendable: the one probe of stdin is made under `stdinLock` and handed to
+    /// the one source that reads it.
     nonisolated(unsafe) private static var stdin: FileProbe?
-    private static let stdinLock = NSLock()
+    private static let stdinLock = Mutex(())
 
     static func opened(_ path: String) throws -> FileProbe {
         guard path == "pipe:0" else { return try FileProbe(path: path) }
-        stdinLock.lock()
-        defer { stdinLock.unlock() }
-        if let p = stdin { return p }
-        let p = try FileProbe(path: path)
-        stdin = p
-        return p
+        return try stdinLock.withLock { _ in
+            if let p = stdin { return p }
+            let p = try FileProbe(path: path)
+            stdin = p
+            return p
+        }
     }
 
     let demuxer: Demuxer

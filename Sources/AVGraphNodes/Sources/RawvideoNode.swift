@@ -154,6 +154,7 @@ final class RawvideoNode: Source, Node {
 /// A whole file mapped read-only-shared-nothing (MAP_PRIVATE), followed by one zero page so the
 /// SIMD readers in swscale may run a little past the last picture's end, as over FFmpeg's
 /// padded buffers. Frames over it hold a reference each; the mapping goes when the last does.
+// @unchecked: the mapping's base pointer is not Sendable; every field is set once, and the last frame over it unmaps it, on whatever thread.
 final class MappedFile: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
     let length: Int

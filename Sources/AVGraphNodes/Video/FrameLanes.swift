@@ -8,11 +8,9 @@ import Foundation
 /// (bench/run W2). Each lane owns its `State` (swscale contexts are not shared between threads).
 /// Realtime runs do not use lanes: there a picture's latency counts, and a picture split across
 /// every core is done soonest.
-final class FrameLanes<State>: @unchecked Sendable {
-    private final class Job: @unchecked Sendable {
-        let done = DispatchSemaphore(value: 0)
-        var result: Result<Frame, Error>?
-    }
+final class FrameLanes<State> {
+    /// One picture's result, handed from its lane to the node's thread.
+    private typealias Job = ConditionLock<Result<Frame, Error>?>
 
     private let queues: [DispatchQueue]
     private let states: [State]
@@ -31,14 +29,14 @@ final class FrameLanes<State>: @unchecked Sendable {
     /// Starts `work` on `frame` in the next lane, then hands on every finished picture ahead of
     /// it; waits only while every lane is busy (the back-pressure of a single-threaded filter).
     func submit(_ frame: Frame, _ out: Outlet, work: @escaping @Sendable (Frame, State) throws -> Frame) throws {
-        let job = Job()
+        let job = Job(nil)
         let lane = next % queues.count
         next += 1
         // Only this lane's queue ever touches its state.
         nonisolated(unsafe) let state = states[lane]
         queues[lane].async {
-            job.result = Result(catching: { try work(frame, state) })
-            job.done.signal()
+            let result = Result(catching: { try work(frame, state) })
+            job.withLockWakingAll { $0 = result }
         }
         pending.append(job)
         while pending.count >= queues.count { try handOnOldest(out) }
@@ -51,13 +49,12 @@ final class FrameLanes<State>: @unchecked Sendable {
 
     /// Waits for the pictures still being worked on and drops them (the run failed elsewhere).
     func discard() {
-        for job in pending { job.done.wait() }
+        for job in pending { _ = job.wait { $0 } }
         pending.removeAll()
     }
 
     private func handOnOldest(_ out: Outlet) throws {
         let job = pending.removeFirst()
-        job.done.wait()
-        out.emit(try job.result!.get())
+        out.emit(try job.wait { $0 }!.get())
     }
 }
