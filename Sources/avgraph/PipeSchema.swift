@@ -91,7 +91,8 @@ enum PipeSchema {
             properties[o.name] = s
             if o.required { required.append(o.name) }
         }
-        return ["type": "object", "title": .string("\(t.typeName) (\(role))"), "description": .string(t.summary),
+        let events = t.events.isEmpty ? "" : " (events: " + t.events.map { $0.eventName }.joined(separator: ", ") + ")"
+        return ["type": "object", "title": .string("\(t.typeName) (\(role))"), "description": .string(t.summary + events),
                 "properties": .object(properties), "required": .strings(required), "additionalProperties": false]
     }
 
@@ -154,13 +155,7 @@ enum PipeSchema {
             ]]
         case .fields(let fields):
             return ["type": "object", "additionalProperties": false, "properties": .object(fields.mapValues { valueSchema($0) })]
-        case .region: return text("^\\s*[0-9]+\\s*,\\s*[0-9]+\\s*,\\s*[0-9]+[xX][0-9]+\\s*$")
-        case .upload:
-            return ["type": "object", "additionalProperties": false, "required": ["url"], "properties": [
-                "url": text("^https?://"), "method": ["enum": ["PUT", "POST", "put", "post"]],
-                "headers": ["type": "object", "additionalProperties": ["type": ["string", "number"]]],
-                "attempts": ["type": "integer", "minimum": 1, "maximum": 100], "ca": ["type": "string", "minLength": 1],
-            ]]
+        case .declared(let t): return t.schema
         }
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import AVGraph
+import AVGraphNodes
 import CFFmpeg
 import Foundation
 
@@ -105,9 +106,9 @@ final class StderrReporter: @unchecked Sendable {
 
     private func observe(_ event: Event) {
         lock.lock()
+        if let n = event.node, let l = event.kind.declared(ListeningEvent.self) { listening[n] = l.path }
+        if let n = event.node, event.kind.declared(ProducerEvent.self)?.state == .connected { producerCame.insert(n) }
         switch event.kind {
-        case .listening(let l): if let n = event.node { listening[n] = l.path }
-        case .producer(let p) where p.state == .connected: if let n = event.node { producerCame.insert(n) }
         case .eos(let e): eos = e; eosWall = event.wall
         case .error: printedError = true
         default: break

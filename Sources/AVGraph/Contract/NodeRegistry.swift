@@ -6,16 +6,20 @@ public final class NodeRegistry: @unchecked Sendable {
     public private(set) var variants: [String: [any Node.Type]] = [:]
     /// Where each type came from (`built-in` or a plugin file).
     public private(set) var origins: [String: String] = [:]
+    /// The event kinds the types declare, by `event` name (several types may share one kind).
+    public private(set) var eventKinds: [String: any NodeEvent.Type] = [:]
 
     public init() {}
 
     public enum RegistrationError: Error, CustomStringConvertible {
         case duplicate(String, first: String)
         case role(String, String)
+        case eventKind(String, String)
         public var description: String {
             switch self {
             case .duplicate(let t, let first): return "node type '\(t)' is already registered by \(first)"
             case .role(let t, let problem): return "node type '\(t)' \(problem)"
+            case .eventKind(let t, let problem): return "node type '\(t)' declares \(problem)"
             }
         }
     }
@@ -23,6 +27,11 @@ public final class NodeRegistry: @unchecked Sendable {
     public func register(_ type: any Node.Type, origin: String = "built-in") throws {
         let name = type.typeName
         if let problem = Self.roleProblem(type) { throw RegistrationError.role(name, problem) }
+        if let problem = eventProblem(type) { throw RegistrationError.eventKind(name, problem) }
+        for kind in type.events {
+            eventKinds[kind.eventName] = kind
+            EventCatalog.note(kind)
+        }
         if let existing = variants[name] {
             // A second role is welcome only if it is the other role (source vs. consumer) from the same origin.
             let clash = existing.contains { ($0.role == .source) == (type.role == .source) } || origins[name] != origin
@@ -47,6 +56,30 @@ public final class NodeRegistry: @unchecked Sendable {
         }
     }
 
+    /// Why the type's event kinds cannot join this registry's, or nil when they can: a name is
+    /// the runtime's own, or another Swift type's of an earlier node type (a line must decode one way).
+    func eventProblem(_ type: any Node.Type) -> String? {
+        for kind in type.events {
+            let name = kind.eventName
+            if Event.Kind.coreKinds.contains(where: { $0.type.eventName == name }) {
+                return "event kind '\(name)', which is one of the runtime's own"
+            }
+            if name.isEmpty || name.first?.isLowercase != true || !name.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "_" || $0 == "-" }) {
+                return "event kind '\(name)': a name is lower-case letters, digits, '_' and '-'"
+            }
+            if let known = eventKinds[name], known != kind {
+                let by = names.filter { n in variants[n]!.contains { t in t.events.contains { $0 == known } } }
+                return "event kind '\(name)' as \(kind), but \(by.joined(separator: ", ")) declares it as \(known)"
+            }
+        }
+        return nil
+    }
+
+    /// The node types that declare the event kind `name`.
+    public func emitters(of name: String) -> [String] {
+        names.filter { n in variants[n]!.contains { t in t.events.contains { $0.eventName == name } } }
+    }
+
     /// The type for a node that has inputs (`in:`) or not.
     public func resolve(_ name: String, hasInputs: Bool) -> (any Node.Type)? {
         guard let v = variants[name] else { return nil }
@@ -58,6 +91,7 @@ public final class NodeRegistry: @unchecked Sendable {
         let r = NodeRegistry()
         r.variants = variants
         r.origins = origins
+        r.eventKinds = eventKinds
         return r
     }
 

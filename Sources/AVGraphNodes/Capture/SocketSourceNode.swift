@@ -22,6 +22,7 @@ public final class SocketSourceNode: Source, Node, LiveSource {
         doc: "while no producer is connected, warn this often that the source is waiting")
     static let drop = IngestOptions.drop(default: .oldest)
     public static let options = [path.spec, idleWarning.spec] + IngestOptions.common(drop: drop)
+    public static let events: [any NodeEvent.Type] = [ListeningEvent.self, ProducerEvent.self]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         if let path = n.path(Self.path), path.isEmpty { throw NegotiationError("empty path", option: "path", hint: "leave 'path' out for the default") }
@@ -63,7 +64,7 @@ public final class SocketSourceNode: Source, Node, LiveSource {
         if !announced {
             announced = true
             lastWarning = out.clock
-            out.event(.listening(.init(path: receiver.path)))
+            out.event(ListeningEvent(path: receiver.path))
         }
         report(out)
         if let duration, out.clock >= duration { return false }
@@ -85,7 +86,7 @@ public final class SocketSourceNode: Source, Node, LiveSource {
 
     private func report(_ out: Outlet) {
         for note in receiver.takeNotes() {
-            if let producer = note.producer { out.event(.producer(producer)) }
+            if let producer = note.producer { out.event(producer) }
             if note.warning { out.warning(note.message) }
         }
     }
@@ -106,7 +107,7 @@ public final class SocketSourceNode: Source, Node, LiveSource {
 /// The socket's reader thread: accepts producers, reads whole messages without blocking the
 /// pipeline (non-blocking reads; poll(2) wakes on data, a producer or `stop`), hands them to the hub.
 final class SocketReceiver: @unchecked Sendable {
-    struct Note { var warning: Bool; var message: String; var producer: Event.Producer? }
+    struct Note { var warning: Bool; var message: String; var producer: ProducerEvent? }
 
     let path: String
     private let hub: IngestHub
@@ -169,7 +170,7 @@ final class SocketReceiver: @unchecked Sendable {
         return n
     }
 
-    private func note(_ warning: Bool, _ message: String, _ producer: Event.Producer? = nil) {
+    private func note(_ warning: Bool, _ message: String, _ producer: ProducerEvent? = nil) {
         lock.lock()
         notes.append(Note(warning: warning, message: message, producer: producer))
         lock.unlock()

@@ -6,7 +6,7 @@ import Foundation
 /// demuxes and decodes its stream, hands the frames to the hub; when the publisher goes, it
 /// waits for the next one on the same URL. Every blocking call is cut short by `stop()`.
 final class NetworkReader: @unchecked Sendable {
-    enum Note { case warning(String), event(Event.Kind) }
+    enum Note { case warning(String), event(any NodeEvent) }
 
     let input: NetworkInput
     let shownURL: String
@@ -122,7 +122,7 @@ final class NetworkReader: @unchecked Sendable {
             lock.lock()
             liveSession = session
             lock.unlock()
-            note(.event(.publisher(.init(state: .connected, session: session, peer: peer, url: shownURL))))
+            note(.event(PublisherEvent(state: .connected, session: session, peer: peer, url: shownURL)))
             let started = Monotonic.now
             var reason = "ended"
             packets = 0
@@ -131,8 +131,8 @@ final class NetworkReader: @unchecked Sendable {
             }
             stream?.abandon()
             backlog.endSession(session)
-            note(.event(.publisher(.init(state: .disconnected, session: session, peer: peer, url: shownURL, reason: reason,
-                                         seconds: ((Monotonic.now - started) * 1000).rounded() / 1000, packets: packets))))
+            note(.event(PublisherEvent(state: .disconnected, session: session, peer: peer, url: shownURL, reason: reason,
+                                       seconds: ((Monotonic.now - started) * 1000).rounded() / 1000, packets: packets)))
         }
     }
 

@@ -348,8 +348,8 @@ final class LiveSender: @unchecked Sendable {
                     condition.lock()
                     reconnects += 1
                     condition.unlock()
-                    out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
-                                                 after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
+                    out.event(ReconnectedEvent(url: settings.shownURL, attempts: attempt,
+                                               after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000))
                 }
                 attempt = 0
                 lostAt = nil
@@ -371,7 +371,7 @@ final class LiveSender: @unchecked Sendable {
                     let stop = ending
                     condition.broadcast()
                     condition.unlock()
-                    out.event(.disconnected(.init(url: settings.shownURL, reason: Redaction.text("\(error)"))))
+                    out.event(DisconnectedEvent(url: settings.shownURL, reason: Redaction.text("\(error)")))
                     lostAt = Date()
                     if stop {
                         out.warning("the stream to \(settings.shownURL) broke while ending: what was still queued is not sent")
@@ -401,7 +401,7 @@ final class LiveSender: @unchecked Sendable {
             // Backoff before the next attempt: the first delay, doubling up to the longest.
             attempt += 1
             let delay = min(settings.longestDelay, settings.firstDelay * pow(2, Double(attempt - 1)))
-            out.event(.reconnecting(.init(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay)))
+            out.event(ReconnectingEvent(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay))
             out.report(state: "reconnecting")
             let deadline = Date(timeIntervalSinceNow: delay)
             condition.lock()
