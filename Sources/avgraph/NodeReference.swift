@@ -31,9 +31,9 @@ enum NodeReference {
             out += "\n**Outputs:** " + pads(t.outputs) + "\n"
             if t.standsUpright { out += "\nAccepts pictures with any orientation tag and writes them upright itself.\n" }
             if !t.events.isEmpty {
-                out += "\n**Events:** " + t.events.map { e in
-                    "`\(e.eventName)` (\(e.fields.map { $0.required ? $0.name : $0.name + "?" }.joined(separator: ", "))): \(e.summary)"
-                }.joined(separator: "; ") + "\n"
+                out += "\n**Events:**\n\n" + t.events.map { e in
+                    "- `\(e.eventName)` (\(e.fields.map { $0.required ? $0.name : $0.name + "?" }.joined(separator: ", "))): \(e.summary)\n"
+                }.joined()
             }
             guard !t.options.isEmpty else { out += "\n**Options:** none\n"; continue }
             out += "\n| option | type | default | range | live | description |\n|---|---|---|---|---|---|\n"

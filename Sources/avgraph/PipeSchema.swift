@@ -175,7 +175,7 @@ enum PipeSchema {
             if let i = Int(text) { return .int(i) }
             if let d = Double(text) { return .number(d) }
             return .string(text)
-        case .retry, .orientationSchedule, .spans:
+        case .retry, .orientationSchedule, .spans, .declared:
             guard text.hasPrefix("{") || text.hasPrefix("["),
                   case let (parsed?, problems) = PipeLoader.parse(data: Data(text.utf8), file: "default"), problems.isEmpty else { return .string(text) }
             return plain(parsed)

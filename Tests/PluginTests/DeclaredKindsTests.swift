@@ -16,7 +16,8 @@ extension PluginTests {
         let option = try XCTUnwrap(cadence["properties", "cadence"] as? [String: Any])
         XCTAssertEqual(option["required"] as? [String], ["every"], "\(option)")
         XCTAssertEqual(option["properties", "every", "minimum"] as? Int, 1, "\(option)")
-        XCTAssertEqual(option["default"] as? String, "{every: 10, label: beat}")
+        XCTAssertEqual(option["default", "every"] as? Int, 10, "the default, as JSON: \(option)")
+        XCTAssertEqual(option["default", "label"] as? String, "beat")
         XCTAssertTrue((cadence["description"] as? String ?? "").contains("(events: beat)"), "\(cadence)")
 
         let eventSchema = try Self.json(try avgraph(["inspect", "--events-schema", "--plugin", plugin]).out)
