@@ -39,7 +39,7 @@ public struct Event: Sendable, Codable {
         case eos(EndOfStream)
         case applied(Applied)
         case custom(Custom)
-        /// A kind a node type declares (`Node.events`): the `null` sink's totals, a plugin's own.
+        /// A kind a node type declares (`Node.events`), a built-in type's or a plugin's.
         case node(any NodeEvent)
 
         /// The payload, for encoding and the `event` name.

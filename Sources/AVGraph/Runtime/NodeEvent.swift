@@ -1,9 +1,9 @@
 import Synchronization
 
-/// An event kind a node type declares (`Node.events`) and emits (`out.event(MyEvent(...))`): the
-/// `null` sink's totals, the meter's levels, a plugin's own. The runtime knows none of them by
-/// name; it writes each as a flat JSON line (`event`, `wall`, `node`, then the payload's own
-/// fields), and `avgraph inspect --events-schema` describes it from `fields` (docs/events.schema.json).
+/// An event kind a node type declares (`Node.events`) and emits (`out.event(MyEvent(...))`), a
+/// built-in type's (AVGraphNodes) or a plugin's. The runtime knows none of them by name: it
+/// writes each as a flat JSON line (`event`, `wall`, `node`, then the payload's own fields), and
+/// `avgraph inspect --events-schema` describes it from `fields` (docs/events.schema.json).
 ///
 ///     public struct Beat: NodeEvent {
 ///         public static let eventName = "beat"
