@@ -68,8 +68,7 @@ public final class NodeRegistry: @unchecked Sendable {
                 return "event kind '\(name)': a name is lower-case letters, digits, '_' and '-'"
             }
             if let known = eventKinds[name], known != kind {
-                let by = names.filter { n in variants[n]!.contains { t in t.events.contains { $0 == known } } }
-                return "event kind '\(name)' as \(kind), but \(by.joined(separator: ", ")) declares it as \(known)"
+                return "event kind '\(name)' as \(kind), but '\(emitters(of: name).first ?? "?")' declares it as \(known)"
             }
         }
         return nil
