@@ -95,4 +95,30 @@ final class EventDeclarationTests: XCTestCase {
         XCTAssertEqual(back.severity, .info)
         XCTAssertThrowsError(try Event.decode(line: #"{"event":"pong","wall":1}"#))
     }
+
+    /// A kind never declared nor emitted in this process (`echo`): a line of it, as a watcher of
+    /// another process's run reads one, is kept as read, written back the same, and becomes the
+    /// declaring struct on request.
+    func testALineOfAKindThisProcessDoesNotKnowIsKeptAndReadableLater() throws {
+        struct Echo: NodeEvent {
+            static let eventName = "echo"
+            static let summary = "an echo"
+            static let fields: [EventField] = [.integer("count"), .number("media_time")]
+            static let example = Echo(count: 1, mediaTime: 0)
+            var count: Int
+            var mediaTime: Double
+            enum CodingKeys: String, CodingKey { case count, mediaTime = "media_time" }
+            var text: String { "echo" }
+        }
+        let line = #"{"count":4,"event":"echo","media_time":2.5,"node":"n","wall":1}"#
+        let back = try Event.decode(line: line)
+        guard case .undeclared(let u) = back.kind else { return XCTFail("\(back.kind)") }
+        XCTAssertEqual(u, UndeclaredEvent(name: "echo", fields: ["count": .int(4), "media_time": .number(2.5)]))
+        XCTAssertEqual(back.kind.name, "echo")
+        XCTAssertEqual(back.jsonLine, line)
+        XCTAssertEqual(back.text, "echo: count=4 media_time=2.5")
+        XCTAssertEqual(back.kind.declared(Echo.self)?.count, 4)
+        XCTAssertEqual(back.kind.declared(Echo.self)?.mediaTime, 2.5)
+        XCTAssertNil(back.kind.declared(Ping.self))
+    }
 }

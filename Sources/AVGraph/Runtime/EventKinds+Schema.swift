@@ -112,5 +112,5 @@ extension Event.Custom {
          EventField("values", ["type": "object", "additionalProperties": ["type": ["boolean", "number", "string"]]])]
     }
     public static var node: EventField.Presence { .required }
-    public static var example: Self { Self("ducking", mediaTime: 1, ["on": .bool(true)]) }
+    public static var example: Self { Self("scene", mediaTime: 1, ["cut": .bool(true)]) }
 }

@@ -16,6 +16,7 @@ extension Event {
         case .stats: .debug
         case .start, .control, .paused, .resumed, .stopping, .eos, .applied, .custom: .info
         case .node(let p): type(of: p).severity
+        case .undeclared: .info
         }
     }
 
@@ -40,6 +41,7 @@ extension Event {
             let values = p.values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.text)" }.joined(separator: " ")
             return "\(p.name)\(p.mediaTime.map { " at " + s($0) } ?? "")\(values.isEmpty ? "" : ": " + values)"
         case .node(let p): return p.text
+        case .undeclared(let p): return "\(p.name): " + p.fields.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.text)" }.joined(separator: " ")
         }
     }
 }

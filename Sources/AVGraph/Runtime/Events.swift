@@ -41,6 +41,9 @@ public struct Event: Sendable, Codable {
         case custom(Custom)
         /// A kind a node type declares (`Node.events`), a built-in type's or a plugin's.
         case node(any NodeEvent)
+        /// A node's event read from a line whose kind no type known to this process declares
+        /// (another process's run, a plugin not loaded here): kept as read, written back the same.
+        case undeclared(UndeclaredEvent)
 
         /// The payload, for encoding and the `event` name.
         public var payload: any EventPayload {
@@ -57,15 +60,24 @@ public struct Event: Sendable, Codable {
             case .applied(let p): p
             case .custom(let p): p
             case .node(let p): p
+            case .undeclared(let p): p
             }
         }
 
         /// The `event` field of its JSON line.
-        public var name: String { type(of: payload).eventName }
+        public var name: String {
+            if case .undeclared(let u) = self { return u.name }
+            return type(of: payload).eventName
+        }
 
-        /// The payload as the node event `type`, if it is one of that type.
+        /// The payload as the node event `type`, if it is one of that type (read from its fields
+        /// when the line was decoded before any type declared the kind).
         public func declared<T: NodeEvent>(_ type: T.Type) -> T? {
-            if case .node(let p) = self { p as? T } else { nil }
+            switch self {
+            case .node(let p): p as? T
+            case .undeclared(let u): u.declared(type)
+            default: nil
+            }
         }
 
         /// The runtime's own kinds, each with the case that carries it: what decoding accepts
@@ -99,10 +111,13 @@ public struct Event: Sendable, Codable {
     public init(from decoder: any Swift.Decoder) throws {
         let c = try decoder.container(keyedBy: Key.self)
         let name = try c.decode(String.self, forKey: .event)
-        guard let kind = try Kind.decode(name, from: decoder) else {
+        if let kind = try Kind.decode(name, from: decoder) {
+            self.kind = kind
+        } else if c.contains(.node) {
+            kind = .undeclared(try UndeclaredEvent(from: decoder))
+        } else {
             throw DecodingError.dataCorruptedError(forKey: .event, in: c, debugDescription: "unknown event '\(name)'")
         }
-        self.kind = kind
         node = try c.decodeIfPresent(String.self, forKey: .node)
         wall = try c.decode(Double.self, forKey: .wall)
     }
@@ -123,7 +138,8 @@ public struct Event: Sendable, Codable {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// Reads one JSON line; throws on an unknown event or a missing field.
+    /// Reads one JSON line; throws on a missing field, or on an unknown event that names no node
+    /// (an unknown node kind is `.undeclared`).
     public static func decode(line: String) throws -> Event {
         try JSONDecoder().decode(Event.self, from: Data(line.utf8))
     }

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// An event kind a node type declares (`Node.events`) and emits (`out.event(MyEvent(...))`), a
@@ -101,4 +102,49 @@ public enum EventCatalog {
     }
 
     public static func kind(named name: String) -> (any NodeEvent.Type)? { kinds.withLock { $0[name] } }
+}
+
+/// A node's event of a kind this process does not know: its `event` name and the line's own
+/// fields (all but `event`, `wall` and `node`), which it encodes back unchanged.
+public struct UndeclaredEvent: EventPayload, Equatable {
+    public static let eventName = "undeclared"
+    public static let summary = "A node's event of a kind no type known to this process declares."
+    public static var fields: [EventField] { [] }
+    public static var node: EventField.Presence { .required }
+    public static var example: Self { Self(name: "beat", fields: ["picture": .int(7)]) }
+
+    public var name: String
+    public var fields: [String: EventValue]
+
+    public init(name: String, fields: [String: EventValue]) {
+        self.name = name
+        self.fields = fields
+    }
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    public init(from decoder: any Swift.Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        name = try c.decode(String.self, forKey: Key(stringValue: "event"))
+        fields = [:]
+        for key in c.allKeys where !["event", "wall", "node"].contains(key.stringValue) {
+            fields[key.stringValue] = try c.decode(EventValue.self, forKey: key)
+        }
+    }
+
+    public func encode(to encoder: any Swift.Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        for (key, value) in fields { try c.encode(value, forKey: Key(stringValue: key)) }
+    }
+
+    /// The event as the kind `type` declares it, when it is that kind and its fields fit.
+    public func declared<T: NodeEvent>(_ type: T.Type) -> T? {
+        guard name == T.eventName, let data = try? JSONEncoder().encode(self) else { return nil }
+        return try? JSONDecoder().decode(T.self, from: data)
+    }
 }

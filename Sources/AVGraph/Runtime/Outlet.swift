@@ -222,7 +222,7 @@ public final class Outlet: @unchecked Sendable {
     public func warning(_ message: String) { run.events.emit(.warning(.init(Redaction.text(message))), node: nodeName) }
 
     /// An event of a runtime kind from this node, e.g. an undeclared one:
-    /// `out.event(.custom(.init("ducking", mediaTime: t, ["on": .bool(true)])))`.
+    /// `out.event(.custom(.init("scene", mediaTime: t, ["cut": .bool(true)])))`.
     public func event(_ kind: Event.Kind) { run.events.emit(kind, node: nodeName) }
 
     /// An event of a kind the node type declares (`Node.events`), e.g. `out.event(Beat(mediaTime: t, strength: s))`.
