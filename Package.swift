@@ -26,6 +26,8 @@ let package = Package(
         .library(name: "FixtureThrows", type: .dynamic, targets: ["FixtureThrows"]),
         .library(name: "FixtureClash", type: .dynamic, targets: ["FixtureClash"]),
         .library(name: "FixtureShortNegotiate", type: .dynamic, targets: ["FixtureShortNegotiate"]),
+        // A plugin that declares its own event kind and option value type.
+        .library(name: "FixtureDeclares", type: .dynamic, targets: ["FixtureDeclares"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -79,7 +81,7 @@ let package = Package(
         ], path: "Examples/RecordServer"),
         .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"],
                     exclude: ["Fixtures"], linkerSettings: hostExportsAVGraph),
-        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",
                 linkerSettings: pluginLink),
         .target(name: "AVGraphDucker", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/ducker/Sources",
@@ -89,6 +91,7 @@ let package = Package(
         .target(name: "FixtureThrows", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Throws", linkerSettings: pluginLink),
         .target(name: "FixtureClash", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Clash", linkerSettings: pluginLink),
         .target(name: "FixtureShortNegotiate", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/ShortNegotiate", linkerSettings: pluginLink),
+        .target(name: "FixtureDeclares", dependencies: ["AVGraph"], path: "Tests/PluginFixtures/Declares", linkerSettings: pluginLink),
         // Loads the plugins above as files (never links them: each would bring its own avgraph_plugin).
         .testTarget(name: "PluginTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
     ],

@@ -46,7 +46,9 @@ public struct ConformanceCase: Sendable {
 /// - drip: one buffer at a time with clock ticks and outputs taken between: the same output counts as the burst;
 /// - early end: the inputs end after a quarter (a source: after a few buffers); `finish` succeeds;
 /// - abort then finish: neither crashes nor hangs;
-/// - every live option: a change is announced by exactly one `applied` whose value has the option's type.
+/// - every live option: a change is announced by exactly one `applied` whose value has the option's type;
+/// - events: the node emits only the runtime's kinds and those its type declares (`Node.events`), and
+///   each declared kind's example encodes exactly the fields it declares (what the events schema says).
 /// Each check runs on its own thread with a time limit, so a node that hangs is reported, not waited for.
 public enum Conformance {
     public static let timeLimit: Double = 60
@@ -92,7 +94,30 @@ public enum Conformance {
         for spec in c.type.options where spec.live {
             check("live \(spec.name)") { try live(c, spec) }
         }
+        check("declared events") { declaredEventFields(c.type) }
         return problems
+    }
+
+    /// The node kinds among `events` that `type` does not declare.
+    static func undeclaredEvents(_ events: [Event], of type: any Node.Type) -> [String] {
+        let declared = Set(type.events.map { $0.eventName })
+        let emitted = Set(events.compactMap { e -> String? in
+            guard case .node(let payload) = e.kind else { return nil }
+            return Swift.type(of: payload).eventName
+        })
+        return emitted.subtracting(declared).sorted().map { "emitted event '\($0)', which its type does not declare in `events`" }
+    }
+
+    /// Each declared kind's example, encoded: every key a declared field, every required field there.
+    static func declaredEventFields(_ type: any Node.Type) -> [String] {
+        type.events.flatMap { kind -> [String] in
+            let line = Event(.node(kind.example), node: "n", wall: 0).jsonLine
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return ["\(kind.eventName): unencodable example"] }
+            let keys = Set(object.keys).subtracting(["event", "wall", "node"])
+            let fields = Set(kind.fields.map(\.name)), required = Set(kind.fields.filter(\.required).map(\.name))
+            return keys.subtracting(fields).sorted().map { "event '\(kind.eventName)' writes '\($0)', which its fields do not list" }
+                + required.subtracting(keys).sorted().map { "event '\(kind.eventName)' lists required '\($0)', which its example does not write" }
+        }
     }
 
     /// `count` flat pictures of format `f` at its frame rate (30 when it has none).
@@ -168,6 +193,7 @@ public enum Conformance {
         log.take(h)
         counts.set(log.buffers.map(\.count))
         return checkOutputs(log.buffers, formats: h.outputFormats, expectsOutput: c.expectsOutput && fraction == 1)
+            + undeclaredEvents(h.emittedEvents, of: c.type)
     }
 
     static func checkOutputs(_ outputs: [[MediaBuffer]], formats: [StreamFormat], expectsOutput: Bool) -> [String] {

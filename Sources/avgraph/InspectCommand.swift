@@ -19,14 +19,17 @@ struct InspectCommand: ParsableCommand {
     @Flag(name: .long, help: "Print a JSON Schema of the .pipe format (every node type's options, plugins included) for editors.")
     var schema = false
 
+    @Flag(name: .long, help: "Print the JSON Schema of the event lines (--events json): the runtime's kinds and every node type's, plugins included.")
+    var eventsSchema = false
+
     @OptionGroup var pluginOptions: PluginOptions
 
     func run() throws {
         let registry = try pluginOptions.registry()
-        if schema {
+        if schema || eventsSchema {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            let data = try encoder.encode(PipeSchema.json(registry))
+            let data = try encoder.encode(schema ? PipeSchema.json(registry) : EventSchema.json(registry))
             print(String(decoding: data, as: UTF8.self))
             return
         }
@@ -78,6 +81,12 @@ struct InspectCommand: ParsableCommand {
             if o.live { facts.append("live") }
             print("  \(o.name)  [\(facts.joined(separator: "; "))]")
             print("      \(o.doc)")
+        }
+        print("\nEvents (besides the runtime's own):")
+        if t.events.isEmpty { print("  (none)") }
+        for e in t.events {
+            print("  \(e.eventName)  [\(e.fields.map { $0.required ? $0.name : $0.name + "?" }.joined(separator: ", "))]")
+            print("      \(e.summary)")
         }
     }
 }

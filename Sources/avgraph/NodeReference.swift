@@ -11,6 +11,7 @@ enum NodeReference {
 
         Every node type avgraph ships: its role, pads and options, as `avgraph inspect TYPE` shows them.
         Options marked **live** can be changed while running (`avgraph ctl PIPELINE set NODE.OPTION VALUE`).
+        **Events** are the kinds a type writes besides the runtime's own ([EVENTS.md](EVENTS.md)), with their fields (`?`: not always there).
         The value syntax (sizes, rates, durations, gains...) is described in [PIPE-FORMAT.md](PIPE-FORMAT.md).
 
 
@@ -29,6 +30,11 @@ enum NodeReference {
             out += "\n**Inputs:** " + pads(t.inputs) + "\n"
             out += "\n**Outputs:** " + pads(t.outputs) + "\n"
             if t.standsUpright { out += "\nAccepts pictures with any orientation tag and writes them upright itself.\n" }
+            if !t.events.isEmpty {
+                out += "\n**Events:**\n\n" + t.events.map { e in
+                    "- `\(e.eventName)` (\(e.fields.map { $0.required ? $0.name : $0.name + "?" }.joined(separator: ", "))): \(e.summary)\n"
+                }.joined()
+            }
             guard !t.options.isEmpty else { out += "\n**Options:** none\n"; continue }
             out += "\n| option | type | default | range | live | description |\n|---|---|---|---|---|---|\n"
             for o in t.options {

@@ -91,7 +91,8 @@ enum PipeSchema {
             properties[o.name] = s
             if o.required { required.append(o.name) }
         }
-        return ["type": "object", "title": .string("\(t.typeName) (\(role))"), "description": .string(t.summary),
+        let events = t.events.isEmpty ? "" : " (events: " + t.events.map { $0.eventName }.joined(separator: ", ") + ")"
+        return ["type": "object", "title": .string("\(t.typeName) (\(role))"), "description": .string(t.summary + events),
                 "properties": .object(properties), "required": .strings(required), "additionalProperties": false]
     }
 
@@ -154,13 +155,7 @@ enum PipeSchema {
             ]]
         case .fields(let fields):
             return ["type": "object", "additionalProperties": false, "properties": .object(fields.mapValues { valueSchema($0) })]
-        case .region: return text("^\\s*[0-9]+\\s*,\\s*[0-9]+\\s*,\\s*[0-9]+[xX][0-9]+\\s*$")
-        case .upload:
-            return ["type": "object", "additionalProperties": false, "required": ["url"], "properties": [
-                "url": text("^https?://"), "method": ["enum": ["PUT", "POST", "put", "post"]],
-                "headers": ["type": "object", "additionalProperties": ["type": ["string", "number"]]],
-                "attempts": ["type": "integer", "minimum": 1, "maximum": 100], "ca": ["type": "string", "minLength": 1],
-            ]]
+        case .declared(let t): return t.schema
         }
     }
 
@@ -180,7 +175,7 @@ enum PipeSchema {
             if let i = Int(text) { return .int(i) }
             if let d = Double(text) { return .number(d) }
             return .string(text)
-        case .retry, .orientationSchedule, .spans:
+        case .retry, .orientationSchedule, .spans, .declared:
             guard text.hasPrefix("{") || text.hasPrefix("["),
                   case let (parsed?, problems) = PipeLoader.parse(data: Data(text.utf8), file: "default"), problems.isEmpty else { return .string(text) }
             return plain(parsed)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import AVGraph
+import AVGraphNodes
 import CFFmpeg
 import Foundation
 import Synchronization
@@ -108,9 +109,9 @@ final class StderrReporter: Sendable {
 
     private func observe(_ event: Event) {
         seen.withLock { s in
+            if let n = event.node, let l = event.kind.declared(ListeningEvent.self) { s.listening[n] = l.path }
+            if let n = event.node, event.kind.declared(ProducerEvent.self)?.state == .connected { s.producerCame.insert(n) }
             switch event.kind {
-            case .listening(let l): if let n = event.node { s.listening[n] = l.path }
-            case .producer(let p) where p.state == .connected: if let n = event.node { s.producerCame.insert(n) }
             case .eos(let e): s.eos = e; s.eosWall = event.wall
             case .error: s.printedError = true
             default: break

@@ -112,14 +112,35 @@ final class ConformanceTests: XCTestCase {
         XCTAssertTrue(problems.contains { $0.contains("burst") && $0.contains("after") }, "\(problems)")
         XCTAssertTrue(problems.contains { $0.contains("drip: emitted") }, "\(problems)")
         XCTAssertTrue(problems.contains { $0.contains("live flip: threw: cannot flip now") }, "\(problems)")
+        XCTAssertTrue(problems.contains { $0.contains("burst: emitted event 'stray', which its type does not declare") }, "\(problems)")
+        XCTAssertTrue(problems.contains { $0.contains("declared events: event 'held' writes 'count', which its fields do not list") }, "\(problems)")
+        XCTAssertTrue(problems.contains { $0.contains("declared events: event 'held' lists required 'pictures', which its example does not write") },
+                      "\(problems)")
     }
 
     func ffmpeg(_ args: [String]) throws { try TestSupport.ffmpeg(args) }
 }
 
 /// Emits each picture's frames in reverse order at the end, and nothing while dripped: out of order, and
-/// a different count when dripped (it drops what arrives after a tick); refuses its live option.
+/// a different count when dripped (it drops what arrives after a tick); refuses its live option; emits
+/// an event kind it does not declare, and declares one whose fields do not say what it writes.
 final class BackwardsNode: Filter, Node, @unchecked Sendable {
+    struct Held: NodeEvent {
+        static let eventName = "held"
+        static let summary = "how many pictures were held"
+        static let fields: [EventField] = [.integer("pictures")]
+        static let example = Held(count: 3)
+        var count: Int
+        var text: String { "held \(count)" }
+    }
+    struct Stray: NodeEvent {
+        static let eventName = "stray"
+        static let summary = "not declared"
+        static let fields: [EventField] = []
+        static let example = Stray()
+        var text: String { "stray" }
+    }
+    static let events: [any NodeEvent.Type] = [Held.self]
     static let typeName = "backwards"
     static let summary = "a broken filter for the verifier's own test"
     static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures")]
@@ -134,7 +155,10 @@ final class BackwardsNode: Filter, Node, @unchecked Sendable {
     }
     override func tick(_ out: Outlet) throws { ticked = true }
     override func set(option: String, to value: OptionValue) throws { throw MediaError("cannot flip now") }
-    override func finish(_ out: Outlet) throws { for f in held.reversed() { out.emit(f) } }
+    override func finish(_ out: Outlet) throws {
+        for f in held.reversed() { out.emit(f) }
+        out.event(Stray())
+    }
 }
 
 /// A private X server for the `screen` source, on a display number Xvfb picks itself.

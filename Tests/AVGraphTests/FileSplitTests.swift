@@ -22,13 +22,13 @@ final class FileSplitTests: XCTestCase {
     }
 
     /// Runs `yaml` offline in `dir`; returns the `recording` events of node `node`, in order.
-    static func record(_ yaml: String, in dir: String, node: String = "out") throws -> [Event.Recording] {
+    static func record(_ yaml: String, in dir: String, node: String = "out") throws -> [RecordingEvent] {
         let checked = TestSupport.check(yaml, in: dir)
         guard checked.isValid else { throw MediaError(checked.diagnostics.map(\.description).joined(separator: "\n")) }
         let log = EventLog(output: .none)
         let seen = Seen()
         log.onEvent { event in
-            if case .recording(let r) = event.kind, event.node == node { seen.add(r) }
+            if let r = event.kind.declared(RecordingEvent.self), event.node == node { seen.add(r) }
         }
         try PipelineRun(checked, events: log, realtime: false).run()
         log.flush()
@@ -37,9 +37,9 @@ final class FileSplitTests: XCTestCase {
 
     final class Seen: @unchecked Sendable {
         private let lock = NSLock()
-        private var events: [Event.Recording] = []
-        func add(_ e: Event.Recording) { lock.lock(); events.append(e); lock.unlock() }
-        var all: [Event.Recording] { lock.lock(); defer { lock.unlock() }; return events }
+        private var events: [RecordingEvent] = []
+        func add(_ e: RecordingEvent) { lock.lock(); events.append(e); lock.unlock() }
+        var all: [RecordingEvent] { lock.lock(); defer { lock.unlock() }; return events }
     }
 
     /// The MD5 of each decoded picture, in order.

@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphNodes
 import Foundation
 import XCTest
 
@@ -92,52 +93,47 @@ final class EventSchemaTests: XCTestCase {
         XCTAssertThrowsError(try Event.decode(line: #"{"event":"exploded","wall":1.0}"#))
     }
 
-    /// One sample of every kind the Swift type knows: the schema lists exactly these kinds and
-    /// accepts each as Swift encodes it, and Swift decodes each back.
-    func testEverySwiftKindIsInTheSchema() throws {
-        let samples: [Event] = [
-            Event(.start(.init(pipeline: "p", realtime: true, nodes: 3, duration: nil))),
-            Event(.control(.init(socket: "/tmp/a/p.sock"))),
-            Event(.stats(.init(nodes: [.init(node: "a", queue: [1], dropped: 2, droppedByKind: .init(video: 2, audio: 0),
-                                             emitted: [3], bytes: [4], time: [0.5])],
-                               mediaTime: 0.5, dropped: 2, droppedByKind: .init(video: 2, audio: 0), rss: 1, queuedBytes: 0))),
-            Event(.paused(.init(mediaTime: 1))),
-            Event(.resumed(.init(pausedFor: 2, mediaTime: 1))),
-            Event(.stopping(.init(reason: "SIGINT"))),
-            Event(.warning(.init("w")), node: "phone"),
-            Event(.error(.init("e"))),
-            Event(.eos(.init(mediaTime: 3, peakRSS: 5, reason: "end", sinks: [.init(node: "out", bytes: 9, mediaDuration: 3, frames: 90)]))),
-            Event(.applied(.init(option: "gain", value: .object(["mic": .number(2)]), mediaTime: 1)), node: "mix"),
-            Event(.level(.init(mediaTime: 1, rms: [-20], peak: [-3])), node: "meter"),
-            Event(.latency(.init(count: 1, p50: 2, p99: 3, max: 4)), node: "video"),
-            Event(.passthrough(.init(passed: 850, encoded: 50, spans: 3, maxOverstay: 1.8)), node: "video"),
-            Event(.listening(.init(path: "/tmp/x.sock")), node: "phone"),
-            Event(.producer(.init(state: .disconnected, session: 1, messages: 4, message: "gone")), node: "phone"),
-            Event(.dropped(.init(video: 1, audio: 0)), node: "live"),
-            Event(.reconnecting(.init(url: "rtmp://h/a", attempt: 1, of: 5, delay: 0.5)), node: "live"),
-            Event(.reconnected(.init(url: "rtmp://h/a", attempts: 2, after: 1.5)), node: "live"),
-            Event(.bitrate(.init(from: 4_000_000, to: 1_200_000, reason: "live: 0.40 s queued")), node: "video"),
-            Event(.disconnected(.init(url: "rtmp://h/a", reason: "EOF")), node: "live"),
-            Event(.null(.init(inputs: ["a"], counts: [1], bytes: [2])), node: "sink"),
-            Event(.publisher(.init(state: .disconnected, session: 1, peer: "127.0.0.1:5000", url: "rtmp://h/live/***",
-                                   reason: "ended", seconds: 8, packets: 600)), node: "src"),
-            Event(.idle(.init(seconds: 3, url: "rtmp://h/live/***")), node: "src"),
-            Event(.uploaded(.init(path: "/tmp/a.mp4", url: "https://h/a.mp4", status: 201, bytes: 10, attempts: 1, seconds: 0.5)), node: "out"),
-            Event(.recording(.init(path: "/tmp/a-002.mp4", part: 2, seconds: 10.0, bytes: 1000, frames: 300, finalized: true)), node: "out"),
-            Event(.custom(.init("ducking", mediaTime: 1, ["on": .bool(true)])), node: "duck"),
-        ]
-        XCTAssertEqual(samples.map(\.kind.name).sorted(), Event.Kind.names, "a sample for every kind")
+    /// docs/events.schema.json is what `avgraph inspect --events-schema` writes from the kinds
+    /// this build knows: the runtime's own and those the built-in node types declare.
+    func testTheSchemaFileIsGenerated() throws {
+        let r = try CLI.run(["inspect", "--events-schema"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let file = try String(contentsOfFile: Self.schema, encoding: .utf8)
+        XCTAssertEqual(r.stdout, file, "docs/events.schema.json is stale: avgraph inspect --events-schema > docs/events.schema.json")
+    }
+
+    /// The example of every kind (the runtime's own, and each one a built-in node type declares):
+    /// the schema lists exactly these kinds and accepts each line as Swift encodes it (its
+    /// `fields` say what `encode` writes), and Swift decodes each back to the same line.
+    func testEveryKindIsInTheSchema() throws {
+        let kinds = EventSchema.kinds(BuiltinNodes.registry())
+        let samples = kinds.map(Self.sample)
+        XCTAssertEqual(Set(samples.map(\.kind.name)).count, kinds.count, "one name per kind")
+        for old in ["level", "null", "producer", "publisher", "recording", "uploaded", "passthrough", "dropped"] {
+            XCTAssertTrue(samples.contains { $0.kind.name == old }, "\(old) is still an event kind")
+        }
         let schema = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: Self.schema))) as? [String: Any])
         let listed = ((schema["properties"] as? [String: Any])?["event"] as? [String: Any])?["enum"] as? [String]
-        XCTAssertEqual(listed?.sorted(), Event.Kind.names, "docs/events.schema.json lists the kinds Swift knows")
+        XCTAssertEqual(listed?.sorted(), samples.map(\.kind.name).sorted(), "docs/events.schema.json lists the kinds Swift knows")
         let lines = samples.map(\.jsonLine)
         let v = try Self.validate(lines.joined(separator: "\n") + "\n")
         XCTAssertEqual(v.status, 0, v.report)
+        XCTAssertTrue(v.report.contains("\(lines.count) valid, 0 invalid"), v.report)
         for line in lines {
             let back = try Event.decode(line: line)
             XCTAssertEqual(back.jsonLine, line)
         }
         XCTAssertFalse(lines[1].contains(#"\/"#), lines[1])
+        // A node kind's line is flat, keyed as before the kinds moved to their nodes.
+        XCTAssertEqual(Event(.node(LevelEvent(mediaTime: 1, rms: [-20], peak: [-3])), node: "meter", wall: 0.5).jsonLine,
+                       #"{"event":"level","media_time":1,"node":"meter","peak":[-3],"rms":[-20],"wall":0.5}"#)
+    }
+
+    /// The kind's example as a line: a node's kinds name a node, the run's own do not.
+    static func sample(_ kind: any EventPayload.Type) -> Event {
+        let payload = kind.example
+        let wrapped = Event.Kind.coreKinds.first { $0.type == kind }?.wrap(payload) ?? (payload as? any NodeEvent).map(Event.Kind.node)
+        return Event(wrapped!, node: kind.node == .absent ? nil : "node", wall: 1.5)
     }
 
     /// Listeners run off the emitting thread, in order, and may emit themselves without deadlock.
@@ -173,7 +169,7 @@ final class EventSchemaTests: XCTestCase {
             if case .warning(let w) = event.kind { warnings.append(Data((w.message + ",").utf8)) }
         }
         log.emit(.start(.init(pipeline: "p", realtime: true, nodes: 1, duration: nil)))
-        let level = Event.Kind.level(.init(mediaTime: 0, rms: [-20], peak: [-10]))
+        let level = Event.Kind.node(LevelEvent(mediaTime: 0, rms: [-20], peak: [-10]))
         for i in 0..<(EventLog.pendingLimit + 5000) {
             log.emit(level, node: "meter")
             if i % 5000 == 0 { log.emit(.warning(.init("w\(i)"))) }

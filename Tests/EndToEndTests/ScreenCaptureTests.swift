@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphNodes
 import Foundation
 import XCTest
 
@@ -240,10 +241,10 @@ final class ScreenCaptureTests: XCTestCase {
     }
 
     func testRegionSyntax() {
-        XCTAssertTrue(ValueSyntax.region("0,0,1280x720")! == (0, 0, 1280, 720))
-        XCTAssertTrue(ValueSyntax.region("10, 20, 64x48")! == (10, 20, 64, 48))
+        XCTAssertEqual(ScreenRegion.read("0,0,1280x720"), ScreenRegion(x: 0, y: 0, width: 1280, height: 720))
+        XCTAssertEqual(ScreenRegion.read("10, 20, 64x48"), ScreenRegion(x: 10, y: 20, width: 64, height: 48))
         for bad in ["", "0,0", "0,0,1280", "-1,0,10x10", "0,0,0x10", "a,0,10x10", "0,0,10x10,5"] {
-            XCTAssertNil(ValueSyntax.region(bad), bad)
+            XCTAssertNil(ScreenRegion.read(bad), bad)
         }
     }
 }

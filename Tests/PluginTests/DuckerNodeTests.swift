@@ -38,7 +38,7 @@ final class DuckerNodeTests: XCTestCase {
         XCTAssertLessThan(level(out, 2.02, 2.09), before - 14.5, "hold keeps it down")
         XCTAssertGreaterThan(level(out, 2.2, 2.3), before - 10, "release under way")
         XCTAssertEqual(level(out, 2.42, 2.5), before, accuracy: 0.2, "back after hold (100ms) + release (300ms)")
-        XCTAssertEqual(h.events(named: "ducking").map { ($0["values"] as? [String: Any])?["on"] as? Bool }, [true, false])
+        XCTAssertEqual(h.events(named: "ducking").map { $0["on"] as? Bool }, [true, false])
     }
 
     func testAQuietKeyBelowTheThresholdLeavesMainAlone() throws {

@@ -79,8 +79,10 @@ final class OptionParsingPropertyTests: XCTestCase {
         case .duration(let d), .number(let d):
             XCTAssertTrue(d.isFinite, what)
             XCTAssertLessThan(abs(d), 1e12, what)
-        case .size(let w, let h), .region(_, _, let w, let h):
+        case .size(let w, let h):
             XCTAssertTrue(w > 0 && h > 0 && w <= 16384 && h <= 16384, what)
+        case .declared(let d):
+            if let r = d.value as? ScreenRegion { XCTAssertTrue(r.width > 0 && r.height > 0 && r.width <= 16384 && r.height <= 16384, what) }
         case .int(let i):
             XCTAssertLessThan(abs(i), 1 << 50, what)
         case .spans(let spans):

@@ -25,6 +25,7 @@ public final class DuckerNode: Filter, Node, @unchecked Sendable {
     static let hold = Setting.duration("hold", 0...10, default: "200ms", live: true,
                                        doc: "how long the duck stays down after the key was last loud (bridges gaps between words)")
     public static let options = [threshold.spec, depth.spec, attack.spec, release.spec, hold.spec]
+    public static let events: [any NodeEvent.Type] = [DuckingEvent.self]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let main = n.format(on: "main") else { throw NegotiationError("input 'main' is not connected", hint: "in: {main: app, key: mic}") }
@@ -172,7 +173,7 @@ public final class DuckerNode: Filter, Node, @unchecked Sendable {
                 on = speaking(at: t)
                 if on != ducking {
                     ducking = on
-                    out.event(.custom(.init("ducking", mediaTime: t, ["on": .bool(on)])))
+                    out.event(DuckingEvent(mediaTime: t, on: on))
                 }
             }
             let target = on ? -depth : 0

@@ -118,6 +118,9 @@ public protocol Node: NodeHooks, SendableMetatype {
     /// Whether this node can put a card over its pictures (a privacy barrier): `check` warns when
     /// the same pictures also reach a sink by a branch that passes no such node.
     static var coversPictures: Bool { get }
+    /// The event kinds this node emits besides the runtime's own (`out.event(...)`): `inspect`
+    /// lists them and docs/events.schema.json describes them.
+    static var events: [any NodeEvent.Type] { get }
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -131,6 +134,7 @@ extension Node {
     public static var standsUpright: Bool { false }
     public static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan] { [] }
     public static var coversPictures: Bool { false }
+    public static var events: [any NodeEvent.Type] { [] }
 
     /// The role, from the class the type derives from.
     public static var role: NodeRole {

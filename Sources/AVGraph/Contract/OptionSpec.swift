@@ -28,13 +28,11 @@ public indirect enum OptionType: Sendable {
     /// How a network sink retries: `{attempts: 10, backoff: 1s..30s}` (exponential, from the first
     /// delay doubling up to the last).
     case retry
-    /// A rectangle of a screen, `x,y,WxH` (the `screen` source's `region`).
-    case region
-    /// Where to send a finished file: `{url: https://..., method: PUT, headers: {...}, attempts: 3}`.
-    case upload
     /// A mapping with these keys, each of its own type (`h264`'s `adaptive: {min: 800k}`); every key
     /// may be left out. Its value is `OptionValue.perInput` keyed by field.
     case fields([String: OptionType])
+    /// A type a node declares itself (`OptionValueType`); its value is `OptionValue.declared`.
+    case declared(any OptionValueType.Type)
 
     public var name: String {
         switch self {
@@ -58,9 +56,8 @@ public indirect enum OptionType: Sendable {
         case .loop: return "bool|count"
         case .perInput(let t): return "map input -> \(t.name)"
         case .retry: return "{attempts: N, backoff: MIN..MAX}"
-        case .region: return "x,y,WxH"
-        case .upload: return "{url: URL, method: PUT|POST, headers: {NAME: VALUE}, attempts: N, ca: FILE}"
         case .fields(let f): return "{" + f.keys.sorted().map { "\($0): \(f[$0]!.name)" }.joined(separator: ", ") + "}"
+        case .declared(let t): return t.syntax
         }
     }
 

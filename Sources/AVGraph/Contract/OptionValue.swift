@@ -20,9 +20,8 @@ public indirect enum OptionValue: Sendable, Equatable {
     case perInput([String: OptionValue])
     /// Attempts in a row before giving up, and the first and longest delay between them (seconds).
     case retry(attempts: Int, first: Double, longest: Double)
-    /// A rectangle of a screen: top-left corner and size.
-    case region(x: Int, y: Int, width: Int, height: Int)
-    case upload(UploadTarget)
+    /// A value of a type a node declares itself (`OptionType.declared`).
+    case declared(DeclaredValue)
 }
 
 public struct OrientationChange: Sendable, Equatable {
@@ -61,6 +60,12 @@ public struct ValueProblem: Error, Sendable {
     public var message: String
     public var hint: String?
     public var at: SourceLocation?
+
+    public init(message: String, hint: String? = nil, at: SourceLocation? = nil) {
+        self.message = message
+        self.hint = hint
+        self.at = at
+    }
 }
 
 extension OptionType {
@@ -196,15 +201,8 @@ extension OptionType {
             }
         case .retry:
             return try Self.parseRetry(value)
-        case .upload:
-            return .upload(try UploadTarget.parse(value))
-        case .region:
-            let s = try scalar()
-            guard let r = ValueSyntax.region(s) else { throw bad(s) }
-            guard r.width <= 16384, r.height <= 16384, r.x <= 65535, r.y <= 65535 else {
-                throw ValueProblem(message: "region \(PipeValue.quoted(s)) is out of range (corner up to 65535,65535, size up to 16384x16384)")
-            }
-            return .region(x: r.x, y: r.y, width: r.width, height: r.height)
+        case .declared(let type):
+            return .declared(DeclaredValue(try type.parse(value)))
         case .perInput(let inner):
             guard let entries = value.entries else {
                 throw ValueProblem(message: "expected a mapping from input name to \(inner.name), got \(value.shown)",
@@ -317,7 +315,7 @@ extension OptionType {
         case .byteSize: return "50MB, 64MiB or 512kB"
         case .color: return "black or #202020"
         case .number: return "1.5"
-        case .region: return "0,0,1280x720 (x,y,WxH)"
+        case .declared(let t): return t.example
         default: return nil
         }
     }
@@ -360,9 +358,6 @@ public struct OptionValues: Sendable {
     public func orientation(_ n: String) -> Orientation? { if case .orientation(let v)? = values[n] { return v }; return nil }
     public func loop(_ n: String) -> Int { if case .loop(let v)? = values[n] { return v }; return 1 }
     public func perInput(_ n: String) -> [String: OptionValue] { if case .perInput(let v)? = values[n] { return v }; return [:] }
-    public func region(_ n: String) -> (x: Int, y: Int, width: Int, height: Int)? {
-        if case .region(let x, let y, let w, let h)? = values[n] { return (x, y, w, h) }; return nil
-    }
     public func retry(_ n: String) -> (attempts: Int, first: Double, longest: Double)? {
         if case .retry(let a, let f, let l)? = values[n] { return (a, f, l) }; return nil
     }
@@ -387,8 +382,7 @@ extension OptionValue {
         case .loop(let n): return n < 0 ? "true" : String(n)
         case .perInput(let m): return m.keys.sorted().map { "\($0)=\(m[$0]!.text)" }.joined(separator: ",")
         case .retry(let a, let f, let l): return "{attempts: \(a), backoff: \(f)s..\(l)s}"
-        case .region(let x, let y, let w, let h): return "\(x),\(y),\(w)x\(h)"
-        case .upload(let u): return "{url: \(u.shownURL), method: \(u.method), attempts: \(u.attempts)}"
+        case .declared(let d): return d.value.text
         }
     }
 }

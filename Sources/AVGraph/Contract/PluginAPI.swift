@@ -21,9 +21,10 @@ public enum PluginAPI {
     /// plugin states the version it was built against, not the version of the host it runs in.
     /// Raise it whenever `Node`, `NodeSetup`, `Negotiation`, `Setting`, `Outlet`, `Frame` or friends change
     /// incompatibly (2: typed settings, live changes owned by the runtime; 3: hooks on the role
-    /// classes `Source`, `Filter` and `Sink`).
+    /// classes `Source`, `Filter` and `Sink`; 4: node types declare their event kinds and option
+    /// value types, `Node.events`, `NodeEvent`, `OptionValueType`).
     @_alwaysEmitIntoClient
-    public static var version: Int32 { 3 }
+    public static var version: Int32 { 4 }
 
     /// The body of a plugin's `avgraph_plugin`: compares versions, then lets `register` add node
     /// types. A throw is recorded for the host, which reports it naming the plugin file.

@@ -65,7 +65,12 @@ extension OptionSpec {
         guard let defaultText else { return nil }
         var parseType = type
         if case .path = type { parseType = .path(mustExist: false) }
-        return try parseType.parse(.scalar(defaultText, SourceLocation(file: "default of '\(name)'", line: 1, column: 1)))
+        let location = SourceLocation(file: "default of '\(name)'", line: 1, column: 1)
+        // A node's own type may be a mapping (`{every: 10}`): its default is read as YAML, as a `.pipe` value is.
+        if case .declared = type, case let (parsed?, problems) = PipeLoader.parse(data: Data(defaultText.utf8), file: location.file), problems.isEmpty {
+            return try parseType.parse(parsed)
+        }
+        return try parseType.parse(.scalar(defaultText, location))
     }
 }
 
@@ -113,11 +118,6 @@ public struct RetryPolicy: Sendable, Equatable {
     public var attempts: Int
     public var first: Double
     public var longest: Double
-}
-
-/// A screen rectangle: top-left corner and size.
-public struct ScreenRegion: Sendable, Equatable {
-    public var x: Int, y: Int, width: Int, height: Int
 }
 
 // MARK: - One factory per option type, with and without a default.
@@ -320,14 +320,6 @@ extension Setting where Value == RetryPolicy {
     public static func retry(_ name: String, default text: String, live: Bool = false, doc: String) -> Self {
         Self(name, .retry, default: text, live: live, doc: doc, optional: RetryPolicy(attempts: 0, first: 0, longest: 0)) {
             if case .retry(let a, let f, let l) = $0 { RetryPolicy(attempts: a, first: f, longest: l) } else { nil }
-        }
-    }
-}
-
-extension Setting where Value == ScreenRegion? {
-    public static func region(_ name: String, doc: String) -> Self {
-        Self(name, .region, default: nil, live: false, doc: doc, optional: nil) {
-            if case .region(let x, let y, let w, let h) = $0 { ScreenRegion(x: x, y: y, width: w, height: h) } else { nil }
         }
     }
 }

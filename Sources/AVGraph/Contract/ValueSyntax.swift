@@ -10,14 +10,6 @@ public enum ValueSyntax {
         return (w, h)
     }
 
-    /// `x,y,WxH`: a rectangle of a screen, from its top-left corner (`0,0,1280x720`).
-    public static func region(_ s: String) -> (x: Int, y: Int, width: Int, height: Int)? {
-        let parts = s.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
-        guard parts.count == 3, let x = Int(parts[0]), let y = Int(parts[1]), x >= 0, y >= 0,
-              let wh = size(parts[2]) else { return nil }
-        return (x, y, wh.width, wh.height)
-    }
-
     /// `30`, `29.97`, `30000/1001`. Numerator and denominator stay within FFmpeg's 32-bit
     /// `AVRational`; a decimal is kept to a thousandth and must be below `maxRate`.
     public static func rate(_ s: String) -> Rational? {

@@ -4,17 +4,14 @@ import Synchronization
 // The run's events, one typed value each: `--events json` prints them one JSON object a line,
 // the control socket's `watch` streams the same lines, the CLI's status line and stderr messages
 // read them, and an embedding app gets them as `Event` values (`EventLog.stream()`/`onEvent`).
-// docs/events.schema.json describes the lines; docs/EVENTS.md lists them.
+// docs/events.schema.json describes the lines (`avgraph inspect --events-schema` writes it from
+// the kinds below and those the registry's node types declare); docs/EVENTS.md lists them.
 //
-// Adding an event kind (a small change in three places, checked by EventSchemaTests):
-//  1. a payload struct in EventKinds.swift (Codable, Sendable, `static let eventName = "..."`,
-//     snake_case JSON keys through CodingKeys);
-//  2. a case in `Event.Kind` below, one line in `payload` and one in `decoders`, and its
-//     `severity` and `text` in EventText.swift (the compiler points at each switch);
-//  3. a `$defs` entry, its name in `properties.event.enum` and an if/then line in `allOf` of
-//     docs/events.schema.json, and a row in docs/EVENTS.md; a sample in EventSchemaTests.testEverySwiftKindIsInTheSchema.
-// A node emits it with `out.event(.myKind(.init(...)))`; the runtime adds `node` and `wall`.
-// A plugin that needs its own event uses `.custom(Custom(name:mediaTime:values:))` instead.
+// The runtime's own kinds (start, stats, eos, warning, applied...) are the cases of `Event.Kind`;
+// adding one: a payload struct in EventKinds.swift with its schema in EventKinds+Schema.swift, a
+// case here, one line in `payload` and `coreKinds`, its `severity` and `text` in EventText.swift.
+// A node's own kind is no case here: the node type declares it (`NodeEvent`, `Node.events`) and
+// emits it with `out.event(MyEvent(...))`, which arrives as `.node(MyEvent)`.
 
 /// One event of a run: what happened (`kind`), the node it concerns, and when (wall seconds since the start).
 public struct Event: Sendable, Codable {
@@ -41,22 +38,12 @@ public struct Event: Sendable, Codable {
         case error(ErrorMessage)
         case eos(EndOfStream)
         case applied(Applied)
-        case level(Level)
-        case latency(Latency)
-        case passthrough(Passthrough)
-        case listening(Listening)
-        case producer(Producer)
-        case dropped(Dropped)
-        case reconnecting(Reconnecting)
-        case reconnected(Reconnected)
-        case bitrate(Bitrate)
-        case disconnected(Disconnected)
-        case null(NullCounts)
-        case publisher(Publisher)
-        case idle(Idle)
-        case uploaded(Uploaded)
-        case recording(Recording)
         case custom(Custom)
+        /// A kind a node type declares (`Node.events`), a built-in type's or a plugin's.
+        case node(any NodeEvent)
+        /// A node's event read from a line whose kind no type known to this process declares
+        /// (another process's run, a plugin not loaded here): kept as read, written back the same.
+        case undeclared(UndeclaredEvent)
 
         /// The payload, for encoding and the `event` name.
         public var payload: any EventPayload {
@@ -71,60 +58,51 @@ public struct Event: Sendable, Codable {
             case .error(let p): p
             case .eos(let p): p
             case .applied(let p): p
-            case .level(let p): p
-            case .latency(let p): p
-            case .passthrough(let p): p
-            case .listening(let p): p
-            case .producer(let p): p
-            case .dropped(let p): p
-            case .reconnecting(let p): p
-            case .reconnected(let p): p
-            case .bitrate(let p): p
-            case .disconnected(let p): p
-            case .null(let p): p
-            case .publisher(let p): p
-            case .idle(let p): p
-            case .uploaded(let p): p
-            case .recording(let p): p
             case .custom(let p): p
+            case .node(let p): p
+            case .undeclared(let p): p
             }
         }
 
         /// The `event` field of its JSON line.
-        public var name: String { type(of: payload).eventName }
+        public var name: String {
+            if case .undeclared(let u) = self { return u.name }
+            return type(of: payload).eventName
+        }
 
-        /// Every kind by its `event` name: what decoding accepts, and nothing else.
-        static let decoders: [String: @Sendable (any Swift.Decoder) throws -> Kind] = [
-            Start.eventName: { .start(try Start(from: $0)) },
-            Control.eventName: { .control(try Control(from: $0)) },
-            Stats.eventName: { .stats(try Stats(from: $0)) },
-            Paused.eventName: { .paused(try Paused(from: $0)) },
-            Resumed.eventName: { .resumed(try Resumed(from: $0)) },
-            Stopping.eventName: { .stopping(try Stopping(from: $0)) },
-            Warning.eventName: { .warning(try Warning(from: $0)) },
-            ErrorMessage.eventName: { .error(try ErrorMessage(from: $0)) },
-            EndOfStream.eventName: { .eos(try EndOfStream(from: $0)) },
-            Applied.eventName: { .applied(try Applied(from: $0)) },
-            Level.eventName: { .level(try Level(from: $0)) },
-            Latency.eventName: { .latency(try Latency(from: $0)) },
-            Passthrough.eventName: { .passthrough(try Passthrough(from: $0)) },
-            Listening.eventName: { .listening(try Listening(from: $0)) },
-            Producer.eventName: { .producer(try Producer(from: $0)) },
-            Dropped.eventName: { .dropped(try Dropped(from: $0)) },
-            Reconnecting.eventName: { .reconnecting(try Reconnecting(from: $0)) },
-            Reconnected.eventName: { .reconnected(try Reconnected(from: $0)) },
-            Bitrate.eventName: { .bitrate(try Bitrate(from: $0)) },
-            Disconnected.eventName: { .disconnected(try Disconnected(from: $0)) },
-            NullCounts.eventName: { .null(try NullCounts(from: $0)) },
-            Publisher.eventName: { .publisher(try Publisher(from: $0)) },
-            Idle.eventName: { .idle(try Idle(from: $0)) },
-            Uploaded.eventName: { .uploaded(try Uploaded(from: $0)) },
-            Recording.eventName: { .recording(try Recording(from: $0)) },
-            Custom.eventName: { .custom(try Custom(from: $0)) },
-        ]
+        /// The payload as the node event `type`, if it is one of that type (read from its fields
+        /// when the line was decoded before any type declared the kind).
+        public func declared<T: NodeEvent>(_ type: T.Type) -> T? {
+            switch self {
+            case .node(let p): p as? T
+            case .undeclared(let u): u.declared(type)
+            default: nil
+            }
+        }
 
-        /// The `event` names this build knows.
-        public static var names: [String] { decoders.keys.sorted() }
+        /// The runtime's own kinds, each with the case that carries it: what decoding accepts
+        /// besides the node kinds `EventCatalog` knows.
+        public static var coreKinds: [(type: any EventPayload.Type, wrap: (any EventPayload) -> Kind?)] { [
+            (Start.self, { ($0 as? Start).map(Kind.start) }),
+            (Control.self, { ($0 as? Control).map(Kind.control) }),
+            (Stats.self, { ($0 as? Stats).map(Kind.stats) }),
+            (Paused.self, { ($0 as? Paused).map(Kind.paused) }),
+            (Resumed.self, { ($0 as? Resumed).map(Kind.resumed) }),
+            (Stopping.self, { ($0 as? Stopping).map(Kind.stopping) }),
+            (Warning.self, { ($0 as? Warning).map(Kind.warning) }),
+            (ErrorMessage.self, { ($0 as? ErrorMessage).map(Kind.error) }),
+            (EndOfStream.self, { ($0 as? EndOfStream).map(Kind.eos) }),
+            (Applied.self, { ($0 as? Applied).map(Kind.applied) }),
+            (Custom.self, { ($0 as? Custom).map(Kind.custom) }),
+        ] }
+
+        /// Reads the payload of the kind `name` from a line; nil for a name this process does not know.
+        static func decode(_ name: String, from decoder: any Swift.Decoder) throws -> Kind? {
+            if let core = coreKinds.first(where: { $0.type.eventName == name }) {
+                return core.wrap(try core.type.init(from: decoder))
+            }
+            return try EventCatalog.kind(named: name).map { .node(try $0.init(from: decoder)) }
+        }
     }
 
     // The line is flat: `event`, `wall`, `node`, then the payload's own fields.
@@ -133,10 +111,13 @@ public struct Event: Sendable, Codable {
     public init(from decoder: any Swift.Decoder) throws {
         let c = try decoder.container(keyedBy: Key.self)
         let name = try c.decode(String.self, forKey: .event)
-        guard let decode = Kind.decoders[name] else {
+        if let kind = try Kind.decode(name, from: decoder) {
+            self.kind = kind
+        } else if c.contains(.node) {
+            kind = .undeclared(try UndeclaredEvent(from: decoder))
+        } else {
             throw DecodingError.dataCorruptedError(forKey: .event, in: c, debugDescription: "unknown event '\(name)'")
         }
-        kind = try decode(decoder)
         node = try c.decodeIfPresent(String.self, forKey: .node)
         wall = try c.decode(Double.self, forKey: .wall)
     }
@@ -157,7 +138,8 @@ public struct Event: Sendable, Codable {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// Reads one JSON line; throws on an unknown event or a missing field.
+    /// Reads one JSON line; throws on a missing field, or on an unknown event that names no node
+    /// (an unknown node kind is `.undeclared`).
     public static func decode(line: String) throws -> Event {
         try JSONDecoder().decode(Event.self, from: Data(line.utf8))
     }
@@ -172,9 +154,18 @@ public struct Event: Sendable, Codable {
     }
 }
 
-/// What every event payload is: its fields, and the `event` name it travels under.
+/// What every event payload is: its fields, the `event` name it travels under, and how
+/// docs/events.schema.json describes its line.
 public protocol EventPayload: Codable, Sendable {
     static var eventName: String { get }
+    /// One or two sentences: the kind's description in the schema and in `inspect`.
+    static var summary: String { get }
+    /// The line's fields besides `event`, `wall` and `node`, as `encode(to:)` writes them.
+    static var fields: [EventField] { get }
+    /// Whether the line names the node it concerns.
+    static var node: EventField.Presence { get }
+    /// A typical payload: the schema's test validates its line, and the docs show it.
+    static var example: Self { get }
 }
 
 /// The run's event stream. Emitting is cheap and never blocks on consumers: events are delivered
@@ -243,8 +234,8 @@ public final class EventLog: Sendable {
     public var wall: Double { (Date().timeIntervalSince(started) * 1000).rounded() / 1000 }
 
     /// Events handed over and not yet delivered: a consumer that stops reading (a stdout pipe
-    /// nobody drains) must not grow this without bound. Past the limit the debug kinds (`stats`,
-    /// `level`) are dropped and counted; warnings, errors and the rest always go through.
+    /// nobody drains) must not grow this without bound. Past the limit the debug kinds (`stats`, node
+    /// kinds of debug severity) are dropped and counted; warnings, errors and the rest always go through.
     public static let pendingLimit = 10_000
     public var droppedForBackpressure: Int { state.withLock { $0.droppedForBackpressure } }
 

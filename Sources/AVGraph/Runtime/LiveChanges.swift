@@ -116,6 +116,7 @@ extension OptionValue {
         case .string(let s): .string(s)
         case .loop(let n): .int(n)
         case .perInput(let m): .object(m.mapValues(\.eventValue))
+        case .declared(let d): d.value.eventValue
         default: .string(text)
         }
     }

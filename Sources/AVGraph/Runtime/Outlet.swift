@@ -207,9 +207,15 @@ public final class Outlet: Sendable {
     /// A warning from this node: stderr shows it as `avgraph: warning: NAME (TYPE): message`.
     public func warning(_ message: String) { run.events.emit(.warning(.init(Redaction.text(message))), node: nodeName) }
 
-    /// An event from this node, e.g. `out.event(.level(.init(mediaTime: t, rms: r, peak: p)))`;
-    /// a plugin's own: `out.event(.custom(.init("ducking", mediaTime: t, ["on": .bool(true)])))`.
+    /// An event of a runtime kind from this node, e.g. an undeclared one:
+    /// `out.event(.custom(.init("scene", mediaTime: t, ["cut": .bool(true)])))`.
     public func event(_ kind: Event.Kind) { run.events.emit(kind, node: nodeName) }
+
+    /// An event of a kind the node type declares (`Node.events`), e.g. `out.event(Beat(mediaTime: t, strength: s))`.
+    public func event(_ payload: some NodeEvent) {
+        EventCatalog.note(type(of: payload))
+        run.events.emit(.node(payload), node: nodeName)
+    }
 
     func endAll() {
         for ts in targets { for t in ts { t.inbox.end(lane: t.lane) } }

@@ -11,6 +11,7 @@ public final class MeterNode: Filter, Node {
     public static let outputs = [PadSpec("audio", [.rawAudio], doc: "the input, unchanged")]
     static let interval = Setting.duration("interval", 0.005...3600, default: "100ms", live: true, doc: "media time between level events")
     public static let options = [interval.spec]
+    public static let events: [any NodeEvent.Type] = [LevelEvent.self]
     /// What silence reports, since JSON has no -infinity.
     public static let floorDB = -120.0
 
@@ -71,7 +72,7 @@ public final class MeterNode: Filter, Node {
                 let dB = { (x: Double) in x > 0 ? max(Self.floorDB, 20 * log10(x)) : Self.floorDB }
                 let rms = sumSquares.map { dB(sqrt($0 / Double(counted))) }
                 let time = windowStart! + Double(counted) / rate
-                out.event(.level(.init(mediaTime: time, rms: rms, peak: peaks.map(dB))))
+                out.event(LevelEvent(mediaTime: time, rms: rms, peak: peaks.map(dB)))
                 for c in 0..<channels { sumSquares[c] = 0; peaks[c] = 0 }
                 counted = 0
                 windowStart = nil

@@ -23,6 +23,7 @@ public final class SocketSourceNode: Source, Node, LiveSource {
         doc: "while no producer is connected, warn this often that the source is waiting")
     static let drop = IngestOptions.drop(default: .oldest)
     public static let options = [path.spec, idleWarning.spec] + IngestOptions.common(drop: drop)
+    public static let events: [any NodeEvent.Type] = [ListeningEvent.self, ProducerEvent.self]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         if let path = n.path(Self.path), path.isEmpty { throw NegotiationError("empty path", option: "path", hint: "leave 'path' out for the default") }
@@ -64,7 +65,7 @@ public final class SocketSourceNode: Source, Node, LiveSource {
         if !announced {
             announced = true
             lastWarning = out.clock
-            out.event(.listening(.init(path: receiver.path)))
+            out.event(ListeningEvent(path: receiver.path))
         }
         report(out)
         if let duration, out.clock >= duration { return false }
@@ -86,7 +87,7 @@ public final class SocketSourceNode: Source, Node, LiveSource {
 
     private func report(_ out: Outlet) {
         for note in receiver.takeNotes() {
-            if let producer = note.producer { out.event(.producer(producer)) }
+            if let producer = note.producer { out.event(producer) }
             if note.warning { out.warning(note.message) }
         }
     }
@@ -109,7 +110,7 @@ public final class SocketSourceNode: Source, Node, LiveSource {
 // @unchecked: the connection, framing buffers and counters (the `var`s) are the reader thread's
 // alone; what other threads read is in `shared`.
 final class SocketReceiver: @unchecked Sendable {
-    struct Note: Sendable { var warning: Bool; var message: String; var producer: Event.Producer? }
+    struct Note: Sendable { var warning: Bool; var message: String; var producer: ProducerEvent? }
 
     let path: String
     private let hub: IngestHub
@@ -173,7 +174,7 @@ final class SocketReceiver: @unchecked Sendable {
         }
     }
 
-    private func note(_ warning: Bool, _ message: String, _ producer: Event.Producer? = nil) {
+    private func note(_ warning: Bool, _ message: String, _ producer: ProducerEvent? = nil) {
         shared.withLock { $0.notes.append(Note(warning: warning, message: message, producer: producer)) }
         hub.queue.wake()
     }

@@ -41,6 +41,7 @@ public final class H264Node: Filter, Node {
         doc: "auto: a picture that reaches this encoder as a network source (rtmp) received it, unchanged, goes out as the source's own H.264 packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the source's size, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (the card stays until then). The output declares both encoders' parameter sets (avcC), so one track holds both. Encoded spans use x264's zerolatency tuning; no B-frames, no fixed keyframes")
     public static let options = [bitrate.spec, adaptive.spec, maxrate.spec, bufsize.spec, gop.spec, keyframes.spec, bframes.spec, profile.spec, preset.spec,
                                  tune.spec, crf.spec, threads.spec, lookahead.spec, passthrough.spec]
+    public static let events: [any NodeEvent.Type] = [LatencyEvent.self, PassthroughEvent.self, BitrateEvent.self]
 
     /// Frames between keyframes: the `gop` option, or 2 seconds' worth at the input's rate.
     static func gopFrames(_ gop: Int?, rate: Rational) -> Int { gop ?? max(1, Int((2 * rate.double).rounded())) }
@@ -304,7 +305,7 @@ public final class H264Node: Filter, Node {
         adaptive = controller
         guard let change else { return }
         apply(bitrate: change.to)
-        out.event(.bitrate(.init(from: change.from, to: change.to, reason: change.reason)))
+        out.event(BitrateEvent(from: change.from, to: change.to, reason: change.reason))
     }
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
@@ -395,8 +396,8 @@ public final class H264Node: Filter, Node {
         try drain(out)
         reportLatency(out)
         if let splice {
-            out.event(.passthrough(.init(passed: splice.forwarded, encoded: splice.encoded, spans: splice.spans,
-                                         maxOverstay: (splice.maxOverstay * 1000).rounded() / 1000)))
+            out.event(PassthroughEvent(passed: splice.forwarded, encoded: splice.encoded, spans: splice.spans,
+                                       maxOverstay: (splice.maxOverstay * 1000).rounded() / 1000))
         }
     }
 
@@ -413,7 +414,7 @@ public final class H264Node: Filter, Node {
             }
             return latencyMax * 1000
         }
-        out.event(.latency(.init(count: count, p50: percentile(0.5), p99: percentile(0.99), max: latencyMax * 1000)))
+        out.event(LatencyEvent(count: count, p50: percentile(0.5), p99: percentile(0.99), max: latencyMax * 1000))
     }
 
     private func record(latency: Double) {

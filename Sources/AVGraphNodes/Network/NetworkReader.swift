@@ -7,7 +7,7 @@ import Synchronization
 /// demuxes and decodes its stream, hands the frames to the hub; when the publisher goes, it
 /// waits for the next one on the same URL. Every blocking call is cut short by `stop()`.
 final class NetworkReader: Sendable {
-    enum Note: Sendable { case warning(String), event(Event.Kind) }
+    enum Note: Sendable { case warning(String), event(any NodeEvent) }
 
     let input: NetworkInput
     let shownURL: String
@@ -123,7 +123,7 @@ final class NetworkReader: Sendable {
                 return r.session
             }
             shared.withLock { $0.liveSession = session }
-            note(.event(.publisher(.init(state: .connected, session: session, peer: peer, url: shownURL))))
+            note(.event(PublisherEvent(state: .connected, session: session, peer: peer, url: shownURL)))
             let started = Monotonic.now
             var reason = "ended"
             do { try read(demuxer, connectedAt: started) } catch {
@@ -131,8 +131,8 @@ final class NetworkReader: Sendable {
             }
             stream?.abandon()
             backlog.endSession(session)
-            note(.event(.publisher(.init(state: .disconnected, session: session, peer: peer, url: shownURL, reason: reason,
-                                         seconds: ((Monotonic.now - started) * 1000).rounded() / 1000, packets: reading.withLock { $0.packets }))))
+            note(.event(PublisherEvent(state: .disconnected, session: session, peer: peer, url: shownURL, reason: reason,
+                                       seconds: ((Monotonic.now - started) * 1000).rounded() / 1000, packets: reading.withLock { $0.packets })))
         }
     }
 

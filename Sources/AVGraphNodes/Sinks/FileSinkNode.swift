@@ -30,9 +30,10 @@ public final class FileSinkNode: Sink, Node {
         doc: "cut the recording into parts, each finalized as it ends: at the first video keyframe at or after each multiple of this much media time from the start (audio only: at the multiple); parts start at 0 and join without a picture or sample lost or twice; without {part} in the path, -001, -002... goes before the extension")
     static let keep = Setting<Double?>.duration("keep", 1...31_536_000,
         doc: "with split: after each part is finalized, delete this sink's earlier parts that ended more than this much media time before it (never the part being written, nor one still uploading)")
-    static let upload = Setting<UploadTarget?>.upload("upload",
+    static let upload = Setting.value("upload", UploadTarget.self,
         doc: "after the file (each part) is finalized, send it with one HTTP request (body streamed from disk), retried with backoff; {part} in the url becomes the part number; event `uploaded`; a failed upload keeps the file and fails the run; https checks the server's certificate (system authorities, or `ca`: a PEM file)")
     public static let options = [path.spec, faststart.spec, fragmented.spec, overwrite.spec, split.spec, keep.spec, upload.spec]
+    public static let events: [any NodeEvent.Type] = [RecordingEvent.self, UploadedEvent.self]
 
     static var extensionsText: String { Muxer.containers.map { ".\($0.ext)" }.joined(separator: ", ") }
 
@@ -303,8 +304,8 @@ public final class FileSinkNode: Sink, Node {
     }
 
     private func announce(_ file: RecordingFile, finalized: Bool, _ out: Outlet) {
-        out.event(.recording(.init(path: file.path, part: file.part, seconds: file.seconds, bytes: file.bytes,
-                                   frames: file.pictures, finalized: finalized)))
+        out.event(RecordingEvent(path: file.path, part: file.part, seconds: file.seconds, bytes: file.bytes,
+                                 frames: file.pictures, finalized: finalized))
     }
 
     override public func finish(_ out: Outlet) throws {

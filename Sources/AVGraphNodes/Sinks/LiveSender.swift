@@ -251,8 +251,8 @@ final class LiveSender: Sendable {
                 out.report(state: "sending")
                 if let lostAt {
                     shared.withLock { $0.reconnects += 1 }
-                    out.event(.reconnected(.init(url: settings.shownURL, attempts: attempt,
-                                                 after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000)))
+                    out.event(ReconnectedEvent(url: settings.shownURL, attempts: attempt,
+                                               after: (Date().timeIntervalSince(lostAt) * 1000).rounded() / 1000))
                 }
                 attempt = 0
                 lostAt = nil
@@ -273,7 +273,7 @@ final class LiveSender: Sendable {
                         s.connected = false
                         return s.ending
                     }
-                    out.event(.disconnected(.init(url: settings.shownURL, reason: Redaction.text("\(error)"))))
+                    out.event(DisconnectedEvent(url: settings.shownURL, reason: Redaction.text("\(error)")))
                     lostAt = Date()
                     if stop {
                         out.warning("the stream to \(settings.shownURL) broke while ending: what was still queued is not sent")
@@ -299,7 +299,7 @@ final class LiveSender: Sendable {
             // Backoff before the next attempt: the first delay, doubling up to the longest.
             attempt += 1
             let delay = min(settings.longestDelay, settings.firstDelay * pow(2, Double(attempt - 1)))
-            out.event(.reconnecting(.init(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay)))
+            out.event(ReconnectingEvent(url: settings.shownURL, attempt: attempt, of: settings.attempts, delay: delay))
             out.report(state: "reconnecting")
             let cancel = cancel
             _ = shared.wait(until: Monotonic.now + delay) { s in s.ending || cancel.isCancelled ? true : nil }

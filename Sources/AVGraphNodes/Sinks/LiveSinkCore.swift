@@ -32,6 +32,8 @@ enum LiveSinkOptions {
 /// The node side of a live sink: hands packets to a `LiveSender`, keeps the pipeline's memory
 /// budget informed of what it holds, reports drops, and surfaces the sender's failure.
 final class LiveSinkCore {
+    /// What every live sink emits besides the runtime's own events.
+    static let events: [any NodeEvent.Type] = [DroppedEvent.self, ReconnectingEvent.self, ReconnectedEvent.self, DisconnectedEvent.self]
     private let sender: LiveSender
     private let buffer: Double
     private var accounted = 0
@@ -99,7 +101,7 @@ final class LiveSinkCore {
             out.countDropped(newAudio, kind: .encodedAudio)
             reported = (s.video, s.audio)
             lastReport = Date()
-            out.event(.dropped(.init(video: s.video, audio: s.audio)))
+            out.event(DroppedEvent(video: s.video, audio: s.audio))
         }
         if let failure = s.failure {
             out.account(heldBytes: -accounted)

@@ -6,6 +6,7 @@ public final class NullNode: Sink, Node {
     public static let summary = "consumes and counts frames or packets, writes nothing"
     public static let inputs = [PadSpec("in", Set(MediaKind.allCases), variadic: true, doc: "any media, raw or encoded")]
     public static let options: [OptionSpec] = []
+    public static let events: [any NodeEvent.Type] = [NullTotalsEvent.self]
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { [] }
 
@@ -25,6 +26,6 @@ public final class NullNode: Sink, Node {
     }
 
     override public func finish(_ out: Outlet) throws {
-        out.event(.null(.init(inputs: names, counts: counts, bytes: bytes)))
+        out.event(NullTotalsEvent(inputs: names, counts: counts, bytes: bytes))
     }
 }

@@ -13,6 +13,7 @@ public final class RtmpNode: Sink, Node {
                                         doc: "one encoded video stream (H.264) and/or one encoded audio stream (AAC)")]
     static let url = Setting<String?>.string("url", required: true, doc: "where to publish: rtmp://HOST[:PORT]/APP/STREAM (rtmps:// for TLS)")
     public static let options = LiveSinkOptions.common(url: url)
+    public static let events: [any NodeEvent.Type] = LiveSinkCore.events
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""

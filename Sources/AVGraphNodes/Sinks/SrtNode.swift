@@ -12,6 +12,7 @@ public final class SrtNode: Sink, Node {
     static let url = Setting<String?>.string("url", required: true,
                                              doc: "the SRT listener to call: srt://HOST:PORT (libsrt options as query, e.g. ?latency=200000)")
     public static let options = LiveSinkOptions.common(url: url)
+    public static let events: [any NodeEvent.Type] = LiveSinkCore.events
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""

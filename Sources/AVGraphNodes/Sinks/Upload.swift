@@ -24,8 +24,8 @@ struct Upload {
         for attempt in 1...max(1, target.attempts) {
             do {
                 let answer = try once(path)
-                out.event(.uploaded(.init(path: path, url: target.shownURL, status: answer.status, bytes: answer.bytes, attempts: attempt,
-                                          seconds: (Date().timeIntervalSince(started) * 1000).rounded() / 1000)))
+                out.event(UploadedEvent(path: path, url: target.shownURL, status: answer.status, bytes: answer.bytes, attempts: attempt,
+                                        seconds: (Date().timeIntervalSince(started) * 1000).rounded() / 1000))
                 return
             } catch {
                 lastError = "\(error)"

@@ -5,6 +5,8 @@ import Foundation
 /// clock through the ingest emitter (the same reconnect behaviour as the `socket` source),
 /// reports publishers and ends the run after `idle` without one.
 final class NetworkSourceCore {
+    /// What every network source emits besides the runtime's own events.
+    static let events: [any NodeEvent.Type] = [ListeningEvent.self, PublisherEvent.self, IdleEvent.self]
     let hub: IngestHub
     let emitter: IngestEmitter
     let reader: NetworkReader
@@ -41,7 +43,7 @@ final class NetworkSourceCore {
         if !announced {
             announced = true
             idleSince = out.clock
-            if reader.input.listen { out.event(.listening(.init(path: reader.shownURL))) }
+            if reader.input.listen { out.event(ListeningEvent(path: reader.shownURL)) }
         }
         report(out)
         if let duration, out.clock >= duration { return false }
@@ -66,7 +68,7 @@ final class NetworkSourceCore {
         }
         if reader.isConnected { idleSince = out.clock }
         if let idle, out.clock - idleSince >= idle {
-            out.event(.idle(.init(seconds: idle, url: reader.shownURL)))
+            out.event(IdleEvent(seconds: idle, url: reader.shownURL))
             return false
         }
         if let failure = reader.failure { throw failure }
@@ -77,7 +79,7 @@ final class NetworkSourceCore {
         for note in reader.takeNotes() {
             switch note {
             case .warning(let message): out.warning(message)
-            case .event(let kind): out.event(kind)
+            case .event(let payload): out.event(payload)
             }
         }
     }

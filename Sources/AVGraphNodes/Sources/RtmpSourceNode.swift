@@ -13,6 +13,7 @@ public final class RtmpSourceNode: Source, Node, LiveSource {
     static let url = Setting<String?>.string("url", required: true,
         doc: "rtmp://HOST:PORT/APP/STREAM: with listen, where to accept the publisher (0.0.0.0 for every interface; rtmps:// takes it over TLS, with cert and key); without, the stream to pull")
     public static let options = [url.spec] + NetworkSourceOptions.common() + ListenOptions.rtmp()
+    public static let events: [any NodeEvent.Type] = NetworkSourceCore.events
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""

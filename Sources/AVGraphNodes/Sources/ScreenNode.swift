@@ -17,7 +17,7 @@ final class ScreenNode: Source, Node, LiveSource {
     /// What `check` assumes for a whole screen, whose real size is known only when running.
     static let assumedScreen = (width: 1920, height: 1080)
     static let display = Setting<String?>.string("display", doc: "X display to capture, like :0 or :99.0; default: $DISPLAY, else :0")
-    static let region = Setting.region("region",
+    static let region = Setting.value("region", ScreenRegion.self,
         doc: "x,y,WxH: the part of the screen to capture (top-left corner and size); default: the whole screen, "
             + "whose size is known only when running (put a resize before an encoder)")
     static let rate = Setting.rate("rate", 0.1...240, default: "30", doc: "frames per second to grab")

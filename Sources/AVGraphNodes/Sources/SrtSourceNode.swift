@@ -15,6 +15,7 @@ public final class SrtSourceNode: Source, Node, LiveSource {
         doc: "SRT's receive latency: how long lost packets may be retransmitted before they count as lost")
     public static let options = [url.spec] + NetworkSourceOptions.common() + [passphrase.spec, latency.spec, ListenOptions.keys.spec, ListenOptions.keysFile.spec,
                                                                           ListenOptions.handshakeTimeout.spec, ListenOptions.maxSize.spec]
+    public static let events: [any NodeEvent.Type] = NetworkSourceCore.events
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let url = n[Self.url] ?? ""

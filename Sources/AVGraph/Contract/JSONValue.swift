@@ -1,8 +1,9 @@
 import Foundation
 
 /// A JSON document in its own type, written as Swift literals (`["type": "integer", "minimum": 1]`):
-/// how `inspect --schema` builds the `.pipe` schema. Encodes as the JSON it spells.
-indirect enum JSONValue: Encodable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+/// how `inspect --schema` builds the `.pipe` schema, and how a node's option types and event kinds
+/// describe themselves in it and in docs/events.schema.json. Encodes as the JSON it spells.
+public indirect enum JSONValue: Encodable, Equatable, Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
     ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {
     case null
     case bool(Bool)
@@ -12,17 +13,17 @@ indirect enum JSONValue: Encodable, Equatable, ExpressibleByStringLiteral, Expre
     case list([JSONValue])
     case object([String: JSONValue])
 
-    init(stringLiteral value: String) { self = .string(value) }
-    init(integerLiteral value: Int) { self = .int(value) }
-    init(floatLiteral value: Double) { self = .number(value) }
-    init(booleanLiteral value: Bool) { self = .bool(value) }
-    init(arrayLiteral elements: JSONValue...) { self = .list(elements) }
-    init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last })) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .list(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last })) }
 
-    static func strings(_ list: [String]) -> JSONValue { .list(list.map(JSONValue.string)) }
+    public static func strings(_ list: [String]) -> JSONValue { .list(list.map(JSONValue.string)) }
 
     /// A member of an object (nil for anything else); setting one on a non-object does nothing.
-    subscript(key: String) -> JSONValue? {
+    public subscript(key: String) -> JSONValue? {
         get { if case .object(let o) = self { o[key] } else { nil } }
         set {
             guard case .object(var o) = self else { return }
@@ -31,7 +32,7 @@ indirect enum JSONValue: Encodable, Equatable, ExpressibleByStringLiteral, Expre
         }
     }
 
-    func encode(to encoder: any Swift.Encoder) throws {
+    public func encode(to encoder: any Swift.Encoder) throws {
         var c = encoder.singleValueContainer()
         switch self {
         case .null: try c.encodeNil()

@@ -1,8 +1,9 @@
+import AVGraph
 import Foundation
 
-/// Where a sink sends its finished file: an HTTP(S) URL, the method, extra headers, and how
-/// many attempts (with backoff between them) before the upload counts as failed.
-public struct UploadTarget: Sendable, Equatable {
+/// Where a sink sends its finished file (the `file` sink's `upload`): an HTTP(S) URL, the method,
+/// extra headers, and how many attempts (with backoff between them) before the upload counts as failed.
+public struct UploadTarget: OptionValueType {
     public var url: String
     public var method: String
     public var headers: [String: String]
@@ -26,10 +27,21 @@ public struct UploadTarget: Sendable, Equatable {
         return c.string ?? "***"
     }
 
-    static let example = "{url: https://host/path, method: PUT, headers: {Authorization: Bearer ...}, attempts: 3}"
+    public static let syntax = "{url: URL, method: PUT|POST, headers: {NAME: VALUE}, attempts: N, ca: FILE}"
+    public static let example = "{url: https://host/path, method: PUT, headers: {Authorization: Bearer ...}, attempts: 3}"
+    public static var schema: JSONValue {
+        ["type": "object", "additionalProperties": false, "required": ["url"], "properties": [
+            "url": ["type": "string", "pattern": "^https?://"], "method": ["enum": ["PUT", "POST", "put", "post"]],
+            "headers": ["type": "object", "additionalProperties": ["type": ["string", "number"]]],
+            "attempts": ["type": "integer", "minimum": 1, "maximum": 100], "ca": ["type": "string", "minLength": 1],
+        ]]
+    }
+
+    /// Headers are left out: they carry credentials.
+    public var text: String { "{url: \(shownURL), method: \(method), attempts: \(attempts)}" }
 
     /// `{url: ..., method: PUT|POST, headers: {NAME: VALUE}, attempts: N, ca: FILE}`; only `url` is needed.
-    static func parse(_ value: PipeValue) throws(ValueProblem) -> UploadTarget {
+    public static func parse(_ value: PipeValue) throws(ValueProblem) -> UploadTarget {
         guard let entries = value.entries else {
             throw ValueProblem(message: "expected a mapping like \(example), got \(value.shown)", hint: "write it like \(example)")
         }
@@ -75,11 +87,5 @@ public struct UploadTarget: Sendable, Equatable {
         }
         guard !target.url.isEmpty else { throw ValueProblem(message: "upload needs a url", hint: "write it like \(example)", at: value.location) }
         return target
-    }
-}
-
-extension Setting where Value == UploadTarget? {
-    public static func upload(_ name: String, doc: String) -> Self {
-        Self(name, .upload, default: nil, live: false, doc: doc, optional: nil) { if case .upload(let u) = $0 { u } else { nil } }
     }
 }
