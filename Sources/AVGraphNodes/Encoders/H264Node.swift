@@ -38,9 +38,13 @@ public final class H264Node: Filter, Node {
     static let adaptive = Setting<[String: OptionValue]?>.fields("adaptive", ["min": .bitrate(10_000...200_000_000)],
         doc: "follow the uplink: the bitrate goes down as soon as a live sink (rtmp, srt) this encoder feeds backs up, to what its link carries, and back up in steps to `bitrate` (the ceiling) once every link is clear; a live sink it feeds keeps at most 0.7 s of video queued; never below min (default: a quarter of bitrate). Each change is a bitrate event; `ctl set` of bitrate sets a new ceiling. Not with crf")
     static let passthrough = Setting.choice("passthrough", default: Passthrough.off,
-        doc: "auto: a picture that reaches this encoder as a network source (rtmp) received it, unchanged, goes out as the source's own H.264 packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the source's size, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (the card stays until then). The output declares both encoders' parameter sets (avcC), so one track holds both. Encoded spans use x264's zerolatency tuning; no B-frames, no fixed keyframes")
+        doc: "auto: a picture that reaches this encoder as a network source (rtmp) received it, unchanged, goes out as the source's own H.264 packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the source's size, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (the card stays until then). The output declares both encoders' parameter sets (avcC), so one track holds both. Encoded spans use x264's zerolatency tuning; no B-frames, no fixed keyframes. No node reading every picture, the network source does not decode the pictures sent on")
     public static let options = [bitrate.spec, adaptive.spec, maxrate.spec, bufsize.spec, gop.spec, keyframes.spec, bframes.spec, profile.spec, preset.spec,
                                  tune.spec, crf.spec, threads.spec, lookahead.spec, passthrough.spec]
+
+    /// Passthrough looks only at the pictures it encodes: the source's own, sent on as they came,
+    /// need not be decoded at all (the network source then leaves them to decode on request).
+    public static func readsPixels(input: Int, options: OptionValues) -> Bool { options[passthrough] != .auto }
 
     /// Frames between keyframes: the `gop` option, or 2 seconds' worth at the input's rate.
     static func gopFrames(_ gop: Int?, rate: Rational) -> Int { gop ?? max(1, Int((2 * rate.double).rounded())) }
@@ -327,6 +331,11 @@ public final class H264Node: Filter, Node {
             case .encode(let picture, let idr):
                 shown = picture
                 restart = idr
+            }
+            do { try shown.loadPixels() } catch {
+                // A source packet that does not decode is left out, as a decoding source skips it.
+                out.warning("passthrough: a source picture at \(frame.seconds) s to encode did not decode (\(error)); it is left out")
+                return
             }
         }
         let picture: Frame

@@ -57,6 +57,9 @@ struct NetworkInput {
     var maxSize = PictureSize(width: 3840, height: 2160)
     /// The publisher's in-band privacy switches (RTMP `onPrivacy`), applied to its pictures.
     var privacy = PrivacyTimeline()
+    /// No node downstream reads every picture (`NodeSetup.pixelsOnRequest`): H.264 goes out as
+    /// pictures still to decode, decoded only when a node asks (`PicturesOnRequest`).
+    var pixelsOnRequest = false
     /// The publisher's in-band switches come in the FLV's data tags (a stream `avgraph serve`
     /// relays), not from a listener of this source's own.
     var privacyInTags = false
