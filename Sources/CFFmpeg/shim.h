@@ -37,6 +37,7 @@ static inline int avg_pkt_flag_key(void) { return AV_PKT_FLAG_KEY; }
 static inline int avg_pkt_flag_corrupt(void) { return AV_PKT_FLAG_CORRUPT; }
 static inline int avg_averror_invaliddata(void) { return AVERROR_INVALIDDATA; }
 static inline int avg_codec_flag_global_header(void) { return AV_CODEC_FLAG_GLOBAL_HEADER; }
+static inline int avg_codec_flag_low_delay(void) { return AV_CODEC_FLAG_LOW_DELAY; }
 static inline int avg_fmt_nofile(void) { return AVFMT_NOFILE; }
 static inline int avg_fmt_globalheader(void) { return AVFMT_GLOBALHEADER; }
 static inline int avg_avio_write(void) { return AVIO_FLAG_WRITE; }

@@ -17,6 +17,13 @@ final class PassthroughTests: XCTestCase {
                            "-b:v", "2500k", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", path])
     }
 
+    /// A scratch folder with the phone's clip (`phone.flv`) in it, a free loopback port, the assets folder.
+    static func phoneScene(seconds: Int) throws -> (dir: String, flv: String, port: Int, assets: String) {
+        let dir = CLI.scratch()
+        try phoneClip(dir + "/phone.flv", seconds: seconds)
+        return (dir, dir + "/phone.flv", try LoopbackPort.free(), CLI.packageRoot + "/assets")
+    }
+
     /// One line per packet of `path`'s first video (or `stream`), copied as stored (no decoding): its MD5.
     static func packetHashes(_ path: String, stream: String = "0:v:0") throws -> [String] {
         let out = try CLI.shell(["ffmpeg", "-v", "error", "-i", path, "-map", stream, "-c", "copy", "-f", "framemd5", "-"])
@@ -66,6 +73,7 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(account["max_overstay"] as? Double ?? 0, 1.8, accuracy: 0.04)
         let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
         XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's stream")
+        XCTAssertEqual(Self.videoBytes(run, node: "src"), 0, "no picture was decoded: each went on as its packet, the card needs none")
 
         let expected = try assertSpliced(recording, source: flv, switches: switches, pictures: Self.seconds * 30)
 
@@ -149,6 +157,55 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(recordedAudio.first! - recordedVideo.first!, sentAudio.first! - sentVideo.first!, accuracy: 0.03)
     }
 
+    /// Bytes of pictures `node` emitted on its video output over the run (its last `stats`): 0
+    /// when every picture left it undecoded, as its packet alone.
+    static func videoBytes(_ run: BackgroundRun, node: String) -> Int? {
+        let stats = run.events.last { $0["event"] as? String == "stats" }
+        let entry = (stats?["nodes"] as? [[String: Any]])?.first { $0["node"] as? String == node }
+        return (entry?["bytes"] as? [Int])?.first
+    }
+
+    /// An encoder that cannot splice (the phone's pictures are not its size) encodes every picture:
+    /// the source, which decodes nothing itself (no node reads every picture), decodes each on the
+    /// encoder's request, in order from each keyframe, and the recording shows the phone's pictures.
+    func testPicturesDecodedOnRequestWhenTheEncoderCannotSplice() throws {
+        let seconds = 6
+        let (dir, flv, port, assets) = try Self.phoneScene(seconds: seconds)
+        CLI.write("""
+        pipeline: passthrough-refused
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 360x640, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, crf: 18, queue: {size: 60}}
+          out:     {type: file, in: [video], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        let run = try startListening(dir + "/p.pipe", in: dir)
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"], timeout: 40)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        XCTAssertEqual(warnings.filter { $0.contains("passthrough") }.count, 1, "\(warnings)")
+        XCTAssertTrue(warnings.contains { $0.contains("720x1280, this encoder's 360x640") }, "\(warnings)")
+        XCTAssertEqual(Self.videoBytes(run, node: "src"), 0, "the source decoded no picture itself")
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
+        XCTAssertEqual(account["passed"] as? Int, 0)
+        XCTAssertEqual(account["encoded"] as? Int, seconds * 30)
+
+        let probe = try CLI.probe(dir + "/out.mp4")
+        XCTAssertEqual(CLI.stream(probe, "video")?["width"] as? Int, 360)
+        XCTAssertEqual(CLI.stream(probe, "video")?["height"] as? Int, 640)
+        let shown = try HlsWitness.grayPictures(dir + "/out.mp4", width: 90, height: 160)
+        let original = try HlsWitness.grayPictures(flv, width: 90, height: 160)
+        XCTAssertEqual(shown.count, original.count, "every picture recorded")
+        // Each the phone's picture at its place (testsrc2 moves every picture: a picture decoded
+        // from the wrong packets, or out of order, is far off).
+        let distances = zip(shown, original).map { Self.meanDistance($0, $1) }
+        let neighbours = zip(shown.dropFirst(), original).map { Self.meanDistance($0, $1) }
+        XCTAssertLessThan(distances.max() ?? .infinity, 4, "every picture is the phone's")
+        XCTAssertGreaterThan(neighbours.reduce(0, +) / Double(max(neighbours.count, 1)), (distances.reduce(0, +) / Double(max(distances.count, 1))) * 2,
+                             "and at its own place: the next one is further off")
+    }
+
     /// `avgraph run` of `pipe` in `dir`, once its rtmp source listens (stopped at teardown).
     func startListening(_ pipe: String, in dir: String) throws -> BackgroundRun {
         var env = ProcessInfo.processInfo.environment
@@ -182,13 +239,9 @@ final class PassthroughTests: XCTestCase {
     /// across every splice.
     func testPushedToNginxRtmpAndHlsThePlayersDecodeAcrossEverySplice() throws {
         try XCTSkipUnless(NginxRtmp.isAvailable, "nginx with libnginx-mod-rtmp is not installed (scripts/setup installs it)")
-        let dir = CLI.scratch()
-        let flv = dir + "/phone.flv"
         let seconds = 16
-        try Self.phoneClip(flv, seconds: seconds)
+        let (dir, flv, port, assets) = try Self.phoneScene(seconds: seconds)
         let nginx = try NginxRtmp()
-        let port = try LoopbackPort.free()
-        let assets = CLI.packageRoot + "/assets"
         CLI.write("""
         pipeline: passthrough-push
         nodes:

@@ -77,6 +77,10 @@ public struct NodeSetup: Sendable {
     /// unseen (`hiddenSpans`). A picture there only has to have the right size and timing:
     /// `resize` and `orient` emit one without scaling or turning anything.
     public var consumersHide: [[TimeSpan]] = []
+    /// Per output: every node its pictures reach (directly, or through nodes passing them on)
+    /// declares `readsPixels` false, so pictures may leave without pixels, decoded only when a
+    /// node asks (`Frame.loadPixels`): a network source then forwards packets undecoded.
+    public var pixelsOnRequest: [Bool] = []
     /// The running pipeline's name (a `socket` source names its default socket after it); empty in a harness.
     public var pipelineName = ""
 
@@ -121,6 +125,11 @@ public protocol Node: NodeHooks, SendableMetatype {
     /// The event kinds this node emits besides the runtime's own (`out.event(...)`): `inspect`
     /// lists them and docs/events.schema.json describes them.
     static var events: [any NodeEvent.Type] { get }
+    /// Whether this node reads the pixels of every picture on input `input` (the default). One
+    /// that does not takes pictures whose pixels are not decoded yet (`Frame.awaitsPixels`) and
+    /// calls `loadPixels()` on those it looks into; the pictures it emits on a raw video output
+    /// reach its consumers, which are asked the same (`NodeSetup.pixelsOnRequest`).
+    static func readsPixels(input: Int, options: OptionValues) -> Bool
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -135,6 +144,7 @@ extension Node {
     public static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan] { [] }
     public static var coversPictures: Bool { false }
     public static var events: [any NodeEvent.Type] { [] }
+    public static func readsPixels(input: Int, options: OptionValues) -> Bool { true }
 
     /// The role, from the class the type derives from.
     public static var role: NodeRole {

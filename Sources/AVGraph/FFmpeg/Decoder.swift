@@ -8,8 +8,10 @@ public final class Decoder {
     public private(set) var damagedPackets = 0
 
     /// `threads` 0 lets libavcodec pick from the core count. `maxPixels` (0: no bound) makes
-    /// the decoder refuse a picture larger than that before allocating it.
-    public init(parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, threads: Int = 0, maxPixels: Int = 0) throws {
+    /// the decoder refuse a picture larger than that before allocating it. `lowDelay`: each
+    /// picture out as soon as its packet is in (a stream without reordering; with one thread).
+    public init(parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, threads: Int = 0, maxPixels: Int = 0,
+                lowDelay: Bool = false) throws {
         guard let codec = avcodec_find_decoder(parameters.pointee.codec_id) else {
             let name = String(cString: avcodec_get_name(parameters.pointee.codec_id))
             throw MediaError("no decoder for \(name) in this FFmpeg")
@@ -21,6 +23,7 @@ public final class Decoder {
             ctx.pointee.pkt_timebase = timeBase.av
             ctx.pointee.thread_count = Int32(threads)
             if maxPixels > 0 { ctx.pointee.max_pixels = Int64(maxPixels) }
+            if lowDelay { ctx.pointee.flags |= avg_codec_flag_low_delay() }
             try AVFailure.check(avcodec_open2(ctx, codec, nil), "opening the \(String(cString: codec.pointee.name)) decoder")
         } catch {
             var c: UnsafeMutablePointer<AVCodecContext>? = ctx

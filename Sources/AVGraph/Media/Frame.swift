@@ -35,11 +35,23 @@ public final class Frame: @unchecked Sendable {
 
     /// A new header that shares this frame's buffers (no pixels or samples copied).
     public func ref() -> Frame {
-        let copy = Frame(owning: av_frame_clone(av), timeBase: timeBase, orientation: orientation)
+        // av_frame_clone would give a header without buffers a picture of its own, copied from nowhere.
+        let copy = Frame(owning: av.pointee.buf.0 == nil ? headerCopy() : av_frame_clone(av), timeBase: timeBase, orientation: orientation)
         copy.emittedAt = emittedAt
         copy.privacy = privacy
         copy.source = source
         return copy
+    }
+
+    /// A picture whose pixels are still in its source packet, not decoded (see `SourcePicture`):
+    /// size, format and timing are there; a node that looks at the pixels calls `loadPixels()` first.
+    public var awaitsPixels: Bool { av.pointee.buf.0 == nil && source?.decoding != nil }
+
+    /// Decodes the pixels of a picture that awaits them (nothing for any other frame). Called by
+    /// the node that asks, on its own thread; every frame of the same packet shares the result.
+    public func loadPixels() throws {
+        guard awaitsPixels, let source, let decoding = source.decoding else { return }
+        try adoptPixels(of: source.decodedPicture ?? decoding.decode(source))
     }
 
     public var pts: Int64 {

@@ -24,8 +24,15 @@ public final class PictureTap: Sendable {
         }
     }
 
-    /// The last picture kept (nil before the first).
-    public func latest() -> Frame? { kept.withLock { $0.picture } }
+    /// The last picture kept (nil before the first), its pixels decoded if its source had not.
+    public func latest() -> Frame? {
+        guard let kept = kept.withLock({ $0.picture }) else { return nil }
+        guard kept.awaitsPixels else { return kept }
+        // A header of the caller's own: another request may be loading the kept one's.
+        let picture = kept.ref()
+        do { try picture.loadPixels() } catch { return nil }
+        return picture
+    }
 }
 
 extension PipelineRun {

@@ -142,6 +142,7 @@ public final class PipelineRun: OutletHost, Sendable {
                         return !consumers.isEmpty && consumers.allSatisfy { $0.type.standsUpright }
                     })
                 setup.pipelineName = pipeline.settings.name
+                setup.pixelsOnRequest = n.outputs.indices.map { pipeline.pixelsOnRequest(node: n.name, output: $0) }
                 setup.consumersHide = n.outputs.indices.map { o in
                     let fed = pipeline.nodes.flatMap { c in
                         c.inputs.indices.filter { c.inputs[$0].from == n.name && c.inputs[$0].fromOutput == o }
@@ -155,7 +156,9 @@ public final class PipelineRun: OutletHost, Sendable {
                     if policy == .dropToKeyframe && kind != .encodedVideo { policy = .dropOldest }
                     // Raw pictures are megabytes each: a few in flight keep every thread busy; small
                     // audio blocks and packets get more room so one branch can run ahead of another.
-                    let capacity = n.queue?.size ?? (kind == .rawVideo ? self.rawVideoCapacity(c.format) : 32)
+                    // Pictures that travel undecoded weigh nothing: room for a burst instead of drops.
+                    let undecoded = kind == .rawVideo && pipeline.pixelsOnRequest(node: c.from, output: c.fromOutput)
+                    let capacity = n.queue?.size ?? (kind == .rawVideo ? (undecoded ? 30 : self.rawVideoCapacity(c.format)) : 32)
                     return Inbox.Lane(capacity: capacity, policy: policy, kind: kind)
                 }
                 let node: any Node

@@ -38,10 +38,14 @@ public final class H264Node: Filter, Node {
     static let adaptive = Setting<[String: OptionValue]?>.fields("adaptive", ["min": .bitrate(10_000...200_000_000)],
         doc: "follow the uplink: the bitrate goes down as soon as a live sink (rtmp, srt) this encoder feeds backs up, to what its link carries, and back up in steps to `bitrate` (the ceiling) once every link is clear; a live sink it feeds keeps at most 0.7 s of video queued; never below min (default: a quarter of bitrate). Each change is a bitrate event; `ctl set` of bitrate sets a new ceiling. Not with crf")
     static let passthrough = Setting.choice("passthrough", default: Passthrough.off,
-        doc: "auto: a picture that reaches this encoder as a network source (rtmp) received it, unchanged, goes out as the source's own H.264 packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the source's size, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (the card stays until then). The output declares both encoders' parameter sets (avcC), so one track holds both. Encoded spans use x264's zerolatency tuning; no B-frames, no fixed keyframes")
+        doc: "auto: a picture that reaches this encoder as a network source (rtmp) received it, unchanged, goes out as the source's own H.264 packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the source's size, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (the card stays until then). The output declares both encoders' parameter sets (avcC), so one track holds both. Encoded spans use x264's zerolatency tuning and CAVLC; a picture shown again (the card held on) goes out as a P picture of skipped macroblocks, with an IDR of x264's every gop; no B-frames, no fixed keyframes. No node reading every picture, the network source does not decode the pictures sent on")
     public static let options = [bitrate.spec, adaptive.spec, maxrate.spec, bufsize.spec, gop.spec, keyframes.spec, bframes.spec, profile.spec, preset.spec,
                                  tune.spec, crf.spec, threads.spec, lookahead.spec, passthrough.spec]
     public static let events: [any NodeEvent.Type] = [LatencyEvent.self, PassthroughEvent.self, BitrateEvent.self]
+
+    /// Passthrough looks only at the pictures it encodes: the source's own, sent on as they came,
+    /// need not be decoded at all (the network source then leaves them to decode on request).
+    public static func readsPixels(input: Int, options: OptionValues) -> Bool { options[passthrough] != .auto }
 
     /// Frames between keyframes: the `gop` option, or 2 seconds' worth at the input's rate.
     static func gopFrames(_ gop: Int?, rate: Rational) -> Int { gop ?? max(1, Int((2 * rate.double).rounded())) }
@@ -120,6 +124,14 @@ public final class H264Node: Filter, Node {
     private var spliceDecided = false
     /// Passthrough into the source's avcC: our packets framed with NAL lengths of this size.
     private var nalLengthSize: Int?
+    /// Passthrough: a picture shown again (the card held on) goes out as a skipped P picture of
+    /// ours instead of through x264, up to a keyframe a GOP (x264 then starts again with an IDR).
+    private var skipped: SkippedPictures?
+    private var lastEncoded: Frame?
+    private var x264Behind = false
+    private var picturesSinceKeyframe = 0
+    private var inX264 = 0
+    private let gopFrames: Int
     private let timeBase: Rational
     private var converter: PictureConverter?
     private let crfMode: Bool
@@ -186,6 +198,7 @@ public final class H264Node: Filter, Node {
         // x264 takes both 4:2:0 layouts as they are (NV12 is even its own internal layout); others go through swscale.
         pictureFormat = input.pixelFormat == "nv12" ? AV_PIX_FMT_NV12 : AV_PIX_FMT_YUV420P
         fixedGop = setup[Self.keyframes] == .fixed ? Int64(Self.gopFrames(setup[Self.gop], rate: input.frameRate)) : nil
+        gopFrames = Self.gopFrames(setup[Self.gop], rate: input.frameRate)
         crfMode = setup[Self.crf] != nil
         derivedMaxrate = setup[Self.maxrate] == nil && !crfMode
         derivedBufsize = setup[Self.bufsize] == nil
@@ -246,6 +259,8 @@ public final class H264Node: Filter, Node {
         if let parameterSetID {
             priv["tune"] = Tune.zerolatency.rawValue
             priv["forced-idr"] = "1"
+            // CAVLC: the skipped pictures written by hand (SkippedPictures) need no arithmetic coder.
+            priv["coder"] = "cavlc"
             params.append("sps-id=\(parameterSetID)")
         } else {
             switch Self.liveTuning(tune: setup[Self.tune], lookahead: setup[Self.lookahead], realtime: setup.realtime) {
@@ -329,6 +344,29 @@ public final class H264Node: Filter, Node {
                 shown = picture
                 restart = idr
             }
+            do { try shown.loadPixels() } catch {
+                // A source packet that does not decode is left out, as a decoding source skips it.
+                out.warning("passthrough: a source picture at \(frame.seconds) s to encode did not decode (\(error)); it is left out")
+                return
+            }
+        }
+        if skipped != nil, !restart, let last = lastEncoded, Self.samePixels(shown, last), inX264 == 0,
+           picturesSinceKeyframe + 1 < gopFrames, let bytes = skipped!.next() {
+            let packet = av_packet_alloc()!
+            let skip = Packet(owning: packet, stream: stream)
+            try BuiltPacket.fill(packet, bytes: bytes[...], stream: 0, pts: pts, dts: pts, key: false)
+            packet.pointee.duration = 1
+            if out.realtime, let t = frame.emittedAt { record(latency: out.clock - t) }
+            picturesSinceKeyframe += 1
+            x264Behind = true
+            out.emit(skip)
+            return
+        }
+        if splice != nil {
+            lastEncoded = shown
+            // x264 did not see the skipped pictures: its next one starts again, as an IDR.
+            if x264Behind || picturesSinceKeyframe + 1 >= gopFrames { restart = true }
+            x264Behind = false
         }
         let picture: Frame
         if shown.av.pointee.format != pictureFormat.rawValue || shown.av.pointee.width != width || shown.av.pointee.height != height
@@ -344,7 +382,14 @@ public final class H264Node: Filter, Node {
         if out.realtime, let t = frame.emittedAt { emittedAt[pts] = t }
         adapt(out)
         try encoder.send(picture.av)
+        inX264 += 1
         try drain(out)
+    }
+
+    /// The same pixels (one buffer shown again, as the privacy node shows its card).
+    private static func samePixels(_ a: Frame, _ b: Frame) -> Bool {
+        a.av.pointee.buf.0 != nil && a.av.pointee.buf.0?.pointee.buffer == b.av.pointee.buf.0?.pointee.buffer
+            && a.av.pointee.data.0 == b.av.pointee.data.0 && a.width == b.width && a.height == b.height && a.av.pointee.format == b.av.pointee.format
     }
 
     /// Passthrough, at the first picture: when it is a network source's H.264 picture of this
@@ -378,6 +423,7 @@ public final class H264Node: Filter, Node {
         }
         stream = try stream.replacingExtradata(merged.bytes)
         splice!.configuration = source.configuration
+        skipped = SkippedPictures(sps: ours.sequenceSets[0], pps: ours.pictureSets[0], nalLengthSize: theirs.lengthSize)
         // The muxers take an avcC stream's packets as they are: ours must be framed like the source's.
         nalLengthSize = theirs.lengthSize
     }
@@ -429,6 +475,11 @@ public final class H264Node: Filter, Node {
             if packet.pointee.duration <= 0 { packet.pointee.duration = 1 }
             if let t = emittedAt.removeValue(forKey: packet.pointee.pts) { record(latency: out.clock - t) }
             let encoded = Packet(owning: packet, stream: stream)
+            inX264 = max(0, inX264 - 1)
+            if skipped != nil {
+                skipped!.noteEncoded(annexB: encoded.bytes)
+                picturesSinceKeyframe = encoded.isKeyframe ? 0 : picturesSinceKeyframe + 1
+            }
             if let nalLengthSize {
                 out.emit(try encoded.replacingData(AvcConfiguration.lengthPrefixed(annexB: encoded.bytes, lengthSize: nalLengthSize)))
             } else {

@@ -33,6 +33,15 @@ extension NetworkReader {
                 defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
                 guard let c = current, c.healthy else { continue }
                 do {
+                    if pad == 0, c.picturesOnRequest != nil {
+                        if let pending = try c.pendingPicture(packet) {
+                            hub.pushDecoded(pending.frame, pad: 0, time: pending.time, sent: pending.sent, session: c.session, cancel: cancel)
+                        }
+                        if c.picturesOnRequest != nil { continue }
+                        // A reordered packet: from here on, the session decodes every picture.
+                        note(.warning("the stream from \(shownURL) reorders its pictures (B-frames): every picture is decoded from here on"))
+                        try push(c, pad)
+                    }
                     c.keepSourcePacket(packet, pad: pad)
                     try c.decoders[pad]?.send(packet)
                     try push(c, pad)
@@ -50,7 +59,7 @@ extension NetworkReader {
     /// first frame laid on the wall clock from the moment the publisher connected: a live
     /// publisher sends as it goes, so that is when each was sent, and a reconnect's gap on the
     /// run's clock is the gap the publisher left.
-    private func push(_ c: SessionDecoding, _ pad: Int) throws {
+    func push(_ c: SessionDecoding, _ pad: Int) throws {
         guard let decoder = c.decoders[pad] else { return }
         let timeBase = c.timeBases[pad]
         while let av = try decoder.receive() {
@@ -60,15 +69,11 @@ extension NetworkReader {
             frame.source = c.sourcePacket(pts: av.pointee.pts, pad: pad)
             var pts = av.pointee.best_effort_timestamp
             if pts == avg_nopts() { pts = av.pointee.pts }
-            // MPEG-TS stamps only the first of the audio frames in a PES packet: the rest follow on.
-            if pts == avg_nopts() { pts = c.next[pad] ?? 0 }
+            if c.alreadyPending(pad: pad, pts: pts) { continue }
             let duration = av.pointee.nb_samples > 0
                 ? av_rescale_q(Int64(av.pointee.nb_samples), AVRational(num: 1, den: max(av.pointee.sample_rate, 1)), timeBase.av)
                 : av.pointee.pkt_duration
-            c.next[pad] = pts + max(duration, 1)
-            let time = Double(pts) * timeBase.double
-            if c.first == nil { c.first = time }
-            let sent = min(Monotonic.now, c.connectedAt + max(0, time - c.first!))
+            let (time, sent) = c.stamp(pts: pts, duration: duration, pad: pad)
             av.pointee.pict_type = AV_PICTURE_TYPE_NONE
             hub.pushDecoded(frame, pad: pad, time: time, sent: sent, session: c.session, cancel: cancel)
         }
@@ -85,7 +90,7 @@ extension NetworkReader {
 final class SessionDecoding {
     let session: Int
     let connectedAt: Double
-    let decoders: [Decoder?]
+    private(set) var decoders: [Decoder?]
     let timeBases: [Rational]
     var orientation: Orientation
     var first: Double?
@@ -97,9 +102,20 @@ final class SessionDecoding {
     private var sequences = [0, 0]
     /// Packets sent to a decoder whose frames have not come out yet, by pts (per pad).
     private var waiting: [[Int64: SourcePicture]] = [[:], [:]]
+    /// Video not decoded here: pictures go out pending, decoded when a node asks (nil: decoded here).
+    private(set) var picturesOnRequest: PicturesOnRequest?
+    /// Makes the video decoder, should the session have to decode every picture after all.
+    private let videoDecoder: (EncodedStream) throws -> Decoder
+    /// The packets since the last keyframe, which pending pictures are decoded from.
+    private var run: PicturesOnRequest.Run?
+    private var pictureSize: (configuration: SourceConfiguration, width: Int, height: Int)?
+    /// The last pending picture's pts: a decoder that takes over decodes its run again, and what
+    /// it gives up to there went out already.
+    private var lastPending: Int64?
 
     init(session: Int, connectedAt: Double, decoders: [Decoder?], timeBases: [Rational], orientation: Orientation,
-         video: EncodedStream? = nil, audio: EncodedStream? = nil) {
+         video: EncodedStream? = nil, audio: EncodedStream? = nil, picturesOnRequest: PicturesOnRequest? = nil,
+         videoDecoder: @escaping (EncodedStream) throws -> Decoder = { _ in throw MediaError("no video decoder") }) {
         self.session = session
         self.connectedAt = connectedAt
         self.decoders = decoders
@@ -107,6 +123,81 @@ final class SessionDecoding {
         self.orientation = orientation
         streams = [video, audio]
         configurations = streams.map { $0.map { SourceConfiguration(bytes: $0.extradata) } }
+        self.picturesOnRequest = picturesOnRequest
+        self.videoDecoder = videoDecoder
+    }
+
+    /// Media time of a frame at `pts` (`duration` long) and when the publisher sent it: the media
+    /// time since the session's first frame laid on the wall clock from the moment the publisher
+    /// connected (a live publisher sends as it goes).
+    func stamp(pts given: Int64, duration: Int64, pad: Int) -> (time: Double, sent: Double) {
+        // MPEG-TS stamps only the first of the audio frames in a PES packet: the rest follow on.
+        let pts = given == avg_nopts() ? next[pad] ?? 0 : given
+        next[pad] = pts + max(duration, 1)
+        let time = Double(pts) * timeBases[pad].double
+        if first == nil { first = time }
+        return (time, min(Monotonic.now, connectedAt + max(0, time - first!)))
+    }
+
+    /// A decoder that took over from pending pictures decodes their run again: those went out already.
+    func alreadyPending(pad: Int, pts: Int64) -> Bool {
+        guard pad == 0, let last = lastPending else { return false }
+        if pts <= last { return true }
+        lastPending = nil
+        return false
+    }
+
+    /// The picture of `av` (a video packet) without its pixels, kept with the packets since the
+    /// last keyframe; nil for a packet that is no picture. A reordered packet (B-frames: its
+    /// picture could neither be sent on nor shown in packet order) ends the pending: the session
+    /// decodes from the last keyframe on, every picture after the last pending one, and then
+    /// `picturesOnRequest` is nil and the caller decodes this packet.
+    func pendingPicture(_ av: UnsafeMutablePointer<AVPacket>) throws -> (frame: Frame, time: Double, sent: Double)? {
+        guard let stream = streams[0], let onRequest = picturesOnRequest else { return nil }
+        let packet = Packet(referencing: av, stream: stream)
+        if av.pointee.pts != av.pointee.dts || av.pointee.pts == avg_nopts() {
+            try decodeEveryPicture()
+            return nil
+        }
+        sequences[0] += 1
+        if let record = packet.newExtradata { configurations[0] = SourceConfiguration(bytes: record) }
+        guard let configuration = configurations[0] else { return nil }
+        if packet.isKeyframe || run == nil {
+            run = PicturesOnRequest.Run(owner: onRequest, first: sequences[0], configuration: configuration)
+        }
+        guard let run else { return nil }
+        run.packets.withLock { $0.append(packet) }
+        let lengthSize = VideoSequenceSize.nalLengthSize(.h264, config: configuration.bytes[...]) ?? 4
+        guard PicturesOnRequest.isPicture(av, nalLengthSize: lengthSize) else { return nil }
+        if pictureSize?.configuration !== configuration {
+            guard let size = VideoSequenceSize.of(.h264, config: configuration.bytes[...]).first else { return nil }
+            pictureSize = (configuration, size.width, size.height)
+        }
+        if packet.isKeyframe, let inBand = VideoSequenceSize.of(.h264, frames: packet.bytes, nalLengthSize: lengthSize).first {
+            pictureSize = (configuration, inBand.width, inBand.height)
+        }
+        guard let size = pictureSize else { return nil }
+        let source = SourcePicture(packet: packet, codec: stream.codecName, configuration: configuration, session: session,
+                                   sequence: sequences[0], decoding: run)
+        let frame = Frame.pending(width: size.width, height: size.height, format: AV_PIX_FMT_YUV420P, timeBase: timeBases[0],
+                                  orientation: orientation, source: source)
+        frame.pts = av.pointee.pts
+        frame.av.pointee.pkt_duration = av.pointee.duration
+        lastPending = av.pointee.pts
+        let (time, sent) = stamp(pts: av.pointee.pts, duration: av.pointee.duration, pad: 0)
+        return (frame, time, sent)
+    }
+
+    /// Pending pictures end: a decoder takes the packets since the last keyframe (the pictures
+    /// already out are not emitted again) and then every packet.
+    private func decodeEveryPicture() throws {
+        guard let stream = streams[0] else { return }
+        picturesOnRequest = nil
+        let described = try run.map { try stream.replacingExtradata($0.configuration.bytes) } ?? stream
+        let decoder = try videoDecoder(described)
+        decoders[0] = decoder
+        for packet in run?.packets.withLock({ Array($0) }) ?? [] { try decoder.send(packet.av) }
+        run = nil
     }
 
     /// Notes the packet about to be decoded, so its frame can carry it (`h264`/`aac` passthrough).

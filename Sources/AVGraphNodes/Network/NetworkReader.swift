@@ -148,12 +148,17 @@ final class NetworkReader: Sendable {
             return try Decoder(parameters: demuxer.parameters(i), timeBase: demuxer.timeBase(i),
                                threads: NetworkReader.decoderThreads, maxPixels: input.maxSize.width * input.maxSize.height)
         }
+        let video = videoIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedVideo) }
+        let maxPixels = input.maxSize.width * input.maxSize.height
+        let onRequest = video.flatMap { input.pixelsOnRequest && PicturesOnRequest.takes($0) ? PicturesOnRequest(stream: $0, maxPixels: maxPixels) : nil }
         let decoding = SessionDecoding(
-            session: session, connectedAt: connectedAt, decoders: [try decoder(videoIndex), try decoder(audioIndex)],
+            session: session, connectedAt: connectedAt, decoders: [onRequest == nil ? try decoder(videoIndex) : nil, try decoder(audioIndex)],
             timeBases: [videoIndex, audioIndex].map { $0.map { demuxer.timeBase($0) } ?? Rational(1, 1) },
             orientation: videoIndex.map { demuxer.orientation($0) } ?? .up,
-            video: videoIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedVideo) },
-            audio: audioIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedAudio) })
+            video: video,
+            audio: audioIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedAudio) },
+            picturesOnRequest: onRequest,
+            videoDecoder: { try Decoder(parameters: $0.parameters, timeBase: $0.timeBase, threads: NetworkReader.decoderThreads, maxPixels: maxPixels) })
         backlog.begin(decoding)
         let packet = av_packet_alloc()!
         defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }

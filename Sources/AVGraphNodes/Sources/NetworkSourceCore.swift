@@ -28,7 +28,9 @@ final class NetworkSourceCore {
     private var lastItem = Monotonic.now
     private var silent = false
 
-    init(_ setup: NodeSetup, input: NetworkInput) {
+    init(_ setup: NodeSetup, input given: NetworkInput) {
+        var input = given
+        input.pixelsOnRequest = setup.pixelsOnRequest.first ?? false
         // A decoded picture refused when the queue stays full breaks no reference chain: drop the newest.
         hub = IngestHub(videoCapacity: setup[NetworkSourceOptions.buffer], audioCapacity: setup[IngestOptions.audioBuffer], policy: .newest,
                         privacy: input.privacy)

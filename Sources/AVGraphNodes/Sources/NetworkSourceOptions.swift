@@ -8,7 +8,7 @@ import Foundation
 /// declared rate and channels on the source's own thread.
 enum NetworkSourceOptions {
     static let outputs = [
-        PadSpec("video", [.rawVideo], doc: "decoded pictures (their own size; orientation from the stream's display matrix), pts in µs"),
+        PadSpec("video", [.rawVideo], doc: "decoded pictures (their own size; orientation from the stream's display matrix), pts in µs; when no node downstream reads every picture (privacy into h264 passthrough), H.264 pictures leave undecoded and are decoded only when a node asks"),
         PadSpec("audio", [.rawAudio], doc: "decoded audio, at audio-rate/audio-channels"),
     ]
     static let listen = Setting.bool("listen", default: false,
@@ -57,6 +57,9 @@ struct NetworkInput {
     var maxSize = PictureSize(width: 3840, height: 2160)
     /// The publisher's in-band privacy switches (RTMP `onPrivacy`), applied to its pictures.
     var privacy = PrivacyTimeline()
+    /// No node downstream reads every picture (`NodeSetup.pixelsOnRequest`): H.264 goes out as
+    /// pictures still to decode, decoded only when a node asks (`PicturesOnRequest`).
+    var pixelsOnRequest = false
     /// The publisher's in-band switches come in the FLV's data tags (a stream `avgraph serve`
     /// relays), not from a listener of this source's own.
     var privacyInTags = false

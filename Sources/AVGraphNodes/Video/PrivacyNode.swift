@@ -23,6 +23,8 @@ final class PrivacyNode: Filter, Node {
     /// and in-band switches are not: a picture skipped for them could turn out to be shown.
     static func hiddenSpans(input: Int, options: OptionValues) -> [TimeSpan] { options[Self.schedule] }
     static var coversPictures: Bool { true }
+    /// The card is fitted by the picture's size alone: the pictures it lets through go on unread.
+    static func readsPixels(input: Int, options: OptionValues) -> Bool { false }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }

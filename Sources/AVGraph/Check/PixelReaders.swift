@@ -1,0 +1,22 @@
+extension CheckedPipeline {
+    /// Whether the pictures of `node`'s output `output` may go out without pixels (see
+    /// `NodeSetup.pixelsOnRequest`): no node they reach reads every picture's pixels, following
+    /// each raw video output of the nodes on the way (one may pass the pictures on as they came).
+    /// An output nothing reads qualifies; the preview decodes what it shows itself.
+    func pixelsOnRequest(node: String, output: Int) -> Bool {
+        var visited: Set<String> = []
+        func onRequest(_ node: String, _ output: Int) -> Bool {
+            guard visited.insert("\(node).\(output)").inserted else { return true }
+            for consumer in nodes {
+                for (i, input) in consumer.inputs.enumerated() where input.from == node && input.fromOutput == output {
+                    if consumer.type.readsPixels(input: i, options: consumer.options) { return false }
+                    for (o, format) in consumer.outputs.enumerated() where format.kind == .rawVideo {
+                        if !onRequest(consumer.name, o) { return false }
+                    }
+                }
+            }
+            return true
+        }
+        return onRequest(node, output)
+    }
+}

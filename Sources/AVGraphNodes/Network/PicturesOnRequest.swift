@@ -1,0 +1,108 @@
+import AVGraph
+import CFFmpeg
+import Synchronization
+
+/// A network source's H.264 pictures decoded only when a node asks for their pixels: when no
+/// node downstream reads every picture (`NodeSetup.pixelsOnRequest`: a privacy node before an
+/// encoder that forwards the source's packets), decoding every picture would cost the most CPU
+/// of the whole recording and be thrown away. The session's packets are kept from each keyframe
+/// on (a `Run`, held by the pictures made from it); a picture asked for is decoded from its run's
+/// keyframe up to itself, and the decoder stays there, so pictures asked for in order (an encoder
+/// covering a span) each cost one decode. One thread at a time decodes, whichever asks.
+final class PicturesOnRequest: Sendable {
+    /// The packets of one keyframe and the pictures after it, in decode order, as they came.
+    final class Run: PictureDecoding {
+        let owner: PicturesOnRequest
+        /// The keyframe's place in the session's decode order (`SourcePicture.sequence`).
+        let first: Int
+        let configuration: SourceConfiguration
+        let packets = Mutex<[Packet]>([])
+
+        init(owner: PicturesOnRequest, first: Int, configuration: SourceConfiguration) {
+            self.owner = owner
+            self.first = first
+            self.configuration = configuration
+        }
+
+        func decode(_ picture: SourcePicture) throws -> Frame { try owner.decode(picture, in: self) }
+    }
+
+    private struct Position: ~Copyable {
+        var decoder: Decoder?
+        var configuration: SourceConfiguration?
+        weak var run: Run?
+        /// Packets of `run` the decoder has taken.
+        var taken = 0
+    }
+
+    private let stream: EncodedStream
+    private let maxPixels: Int
+    private let position = Mutex(Position())
+
+    init(stream: EncodedStream, maxPixels: Int) {
+        self.stream = stream
+        self.maxPixels = maxPixels
+    }
+
+    /// Whether pictures of `stream` can wait to be decoded: H.264 in an avcC record of 8-bit 4:2:0
+    /// (what the pending picture's format says before any pixel is decoded; a phone's profiles).
+    static func takes(_ stream: EncodedStream) -> Bool {
+        let avcC = stream.extradata
+        guard stream.codecName == "h264", avcC.count >= 7, avcC[0] == 1 else { return false }
+        return [66, 77, 88, 100].contains(avcC[1])
+    }
+
+    /// Whether an avcC-framed packet holds a picture (a coded slice), not only parameter sets or SEI.
+    static func isPicture(_ av: UnsafePointer<AVPacket>, nalLengthSize n: Int) -> Bool {
+        guard let data = av.pointee.data else { return false }
+        let size = Int(av.pointee.size)
+        var i = 0
+        while i + n < size {
+            var length = 0
+            for k in 0..<n { length = length << 8 | Int(data[i + k]) }
+            i += n
+            guard length > 0, i + length <= size else { return false }
+            if (1...5).contains(data[i] & 0x1F) { return true }
+            i += length
+        }
+        return false
+    }
+
+    private func decode(_ picture: SourcePicture, in run: Run) throws -> Frame {
+        try position.withLock { p in
+            if let done = picture.decodedPicture { return done }
+            let index = picture.sequence - run.first
+            let packets = run.packets.withLock { Array($0) }
+            guard packets.indices.contains(index) else { throw MediaError("picture \(picture.sequence) is not among its keyframe's packets") }
+            if p.run !== run || p.taken > index || p.decoder == nil {
+                // Back to the run's keyframe: another run, or a picture the decoder went past.
+                if p.decoder == nil || p.configuration != run.configuration {
+                    let described = try stream.replacingExtradata(run.configuration.bytes)
+                    p.decoder = try Decoder(parameters: described.parameters, timeBase: stream.timeBase, threads: 1, maxPixels: maxPixels,
+                                            lowDelay: true)
+                    p.configuration = run.configuration
+                } else {
+                    p.decoder!.reset()
+                }
+                p.run = run
+                p.taken = 0
+            }
+            let decoder = p.decoder!
+            // Pictures come out as their packets go in (no reordering, low delay); should one be
+            // held back anyway, the packets after it go in until it comes.
+            while p.taken < packets.count {
+                try decoder.send(packets[p.taken].av)
+                p.taken += 1
+                while let av = try decoder.receive() {
+                    let frame = Frame(owning: av, timeBase: stream.timeBase)
+                    if av.pointee.pts == picture.packet.pts {
+                        picture.decodedPicture = frame
+                        return frame
+                    }
+                }
+            }
+            p.decoder = nil
+            throw MediaError("the source's picture at \(picture.packet.pts) did not decode (damaged?)")
+        }
+    }
+}
