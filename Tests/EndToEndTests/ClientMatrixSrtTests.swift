@@ -90,6 +90,51 @@ final class ClientMatrixSrtTests: XCTestCase {
         XCTAssertEqual(d.audio, 6, accuracy: 0.04, "the last sound sent before the close")
     }
 
+    /// App audio that changes its rate and channels mid-session (44.1 kHz stereo, 48 kHz mono, 44.1
+    /// kHz stereo, 2 s each, a 440 Hz tone) through the network source: ffmpeg publishes the three
+    /// parts joined as one MPEG-TS over SRT. Each part was encoded on its own, so the stream itself
+    /// has a hole at each join (AAC's priming, ~25-40 ms): ffmpeg's own decode of the same file is
+    /// the witness, and around each change the recording is quiet no longer than it is there.
+    func testAudioChangingRateAndChannelsMidSessionHasNoHoleBeyondTheStreamsOwn() throws {
+        let dir = CLI.scratch("srt-audio-change")
+        for (k, shape) in [(44100, 2), (48000, 1), (44100, 2)].enumerated() {
+            _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:r=\(shape.0):d=2", "-ac", "\(shape.1)",
+                               "-c:a", "aac", "-b:a", "128k", "-output_ts_offset", "\(2 * k)", "-f", "mpegts", dir + "/part\(k).ts"])
+        }
+        var joined = Data()
+        for k in 0..<3 { joined.append(try Data(contentsOf: URL(fileURLWithPath: dir + "/part\(k).ts"))) }
+        try joined.write(to: URL(fileURLWithPath: dir + "/joined.ts"))
+        let port = try LoopbackPort.free()
+        let run = try PublisherVanishTests.start(self, dir, source: "type: srt, url: \"srt://127.0.0.1:\(port)\", listen: true", idle: "2s")
+        XCTAssertEqual(try NetworkIngestTests.publish(["-re", "-i", dir + "/joined.ts", "-c", "copy", "-f", "mpegts",
+                                                       "srt://127.0.0.1:\(port)?mode=caller"]), 0, "ffmpeg's exit status")
+        XCTAssertEqual(run.waitForExit(timeout: 40), 0, run.stderr)
+        /// The longest run of quiet 5 ms windows (RMS under 0.05; the tone's is 0.088) within 0.3 s of `t`.
+        func quiet(_ x: [Float], near t: Double) -> Int {
+            let w = 240
+            var longest = 0, current = 0
+            for i in max(0, Int((t - 0.3) * 200))..<min(x.count / w, Int((t + 0.3) * 200)) {
+                let rms = (x[(i * w)..<(i * w + w)].reduce(0) { $0 + $1 * $1 } / Float(w)).squareRoot()
+                current = rms < 0.05 ? current + 1 : 0
+                longest = max(longest, current)
+            }
+            return longest
+        }
+        let source = try CLI.samples(dir + "/joined.ts", rate: 48000), recorded = try CLI.samples(dir + "/out.mp4", rate: 48000)
+        // The recording starts where its first sound came: the source's time 1.4 s (MPEG-TS's offset) is its 0.
+        let start = Double(try XCTUnwrap(source.firstIndex { abs($0) > 0.05 })) / 48000
+        let recordedStart = Double(try XCTUnwrap(recorded.firstIndex { abs($0) > 0.05 })) / 48000
+        var figures: [String] = []
+        for change in [2.0, 4.0] {
+            let own = quiet(source, near: start + change), ours = quiet(recorded, near: recordedStart + change)
+            figures.append("at \(Int(change)) s: \(ours * 5) ms quiet (the stream's own decode: \(own * 5) ms)")
+            XCTAssertLessThanOrEqual(ours, own + 1, "no hole beyond the stream's own at \(change) s")
+        }
+        print("audio changing 44.1k stereo -> 48k mono -> 44.1k stereo over SRT: " + figures.joined(separator: ", ")
+              + "; \(String(format: "%.3f", Double(recorded.count) / 48000)) s recorded of \(String(format: "%.3f", Double(source.count) / 48000)) s")
+        XCTAssertEqual(Double(recorded.count) / 48000, Double(source.count) / 48000, accuracy: 0.2, "the sound recorded whole")
+    }
+
     func testSrtLiveTransmit() throws {
         try row("srt-live-transmit") { port, media in
             try PublisherVanishTests.publishWithSrtLiveTransmit(media.mp4, seconds: 6, to: "srt://127.0.0.1:\(port)")
