@@ -132,16 +132,20 @@ final class SyncTests: XCTestCase {
         XCTAssertEqual(run.waitForExit(timeout: 40), 0, run.stderr)
         let m = try FlashBeep.measure(out)
         FlashBeep.assertInSync(m, atLeast: 9, tolerance: 0.020)
-        // Known regression (issue 37's FLV tag reader): the first picture lands 58-60 ms after its
-        // place (one frame more than libavformat's flv demuxer, 33 ms), flashes still on their beeps.
-        // Two frames are allowed until it is found; the next session tightens this back to one.
-        // What is known: the stream's own times are right (its first picture at 521 ms: 500 plus
-        // AAC's 21 ms priming). The reader stops probing at both sequence headers, sent at time 0,
-        // so the pictures come as the publisher sends them, 0.52 s after the first audio (which
-        // libavformat's probing read ahead of): the session is anchored on its audio (seen: one
-        // audio block waiting 0.467 s, no picture), its first picture then moved onto the grid,
-        // and it lands 16 or 17 frames (0.533 or 0.566 s) after the audio's start, 2 of 5 runs
-        // each way; putting that audio anchor on the grid too left it the same.
-        XCTAssertEqual((m.videoTimes.first ?? 0) - m.audioStart, 0.5, accuracy: 2.0 / 30 + 0.005, "video starts 0.5 s after audio")
+        // Where the sound starts: the first AAC packet's time plus the encoder's 1024 samples of
+        // priming. (The first decoded frame's time, `audioStart`, says 0: the MP4's edit list
+        // trims the priming, and the run's cut lies on the frame grid, so the session's first
+        // sample, anchored where its audio arrived, is 0-33 ms after it. Measured against that
+        // 0, the first picture looked one frame late, 0.566 s.) The stream's own first picture
+        // is 0.521 s after its first sound (500 ms plus AAC's 21 ms priming); it lands on the
+        // next frame slot, so at most a frame later.
+        let packet = try CLI.shell(["ffprobe", "-v", "error", "-select_streams", "a:0", "-read_intervals", "%+0.1",
+                                    "-show_entries", "packet=pts_time", "-of", "csv=p=0", out])
+        let firstPacket = try XCTUnwrap(packet.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: ", "))) }.first)
+        let soundStart = firstPacket + 1024.0 / 48000
+        let picture = (m.videoTimes.first ?? 0) - soundStart
+        print("audio leading by 500 ms over RTMP: first picture \(String(format: "%.4f", picture)) s after the first sound (its stream: 0.521 s)")
+        XCTAssertGreaterThanOrEqual(picture, 0.521 - 0.002, "not before its place")
+        XCTAssertLessThan(picture, 0.521 + 1.0 / 30 + 0.002, "within the frame slot after its place")
     }
 }

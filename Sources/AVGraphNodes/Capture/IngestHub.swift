@@ -229,6 +229,13 @@ final class IngestEmitter {
     /// A new session's items (audio) waiting for its first picture.
     private var waiting: [IngestQueue.Item] = []
     private var lastVideo = -1.0
+    /// Media may come in bursts behind the clock: a network publisher's (a socket's or the
+    /// app's producer pushes as it goes, and must never wait for the node).
+    private var catchesUp: Bool { presence.silenceMark > 0 }
+    /// The last picture came more than `lateness` behind the clock (a burst catching up).
+    private var videoBehind = false
+    /// When the last picture that came behind the clock went out (see `paceCatchUp`).
+    private var lastCatchUp: Double?
     private var lastEnd = 0.0
     /// Where the emitted media ends on the timeline downstream sees (the run cuts the time
     /// before its first media and paused spans out of what sources emit).
@@ -333,7 +340,6 @@ final class IngestEmitter {
     private func emitted(_ end: Double, pad: Int) {
         emittedEnd = max(emittedEnd, end)
         padEnds[pad] = max(padEnds[pad] ?? end, end)
-        if emittingLate { presence.left(mediaEnd: silentEdge) }
     }
 
     /// Where a silent producer's media ends for the nodes that pad (see `producerSilent`).
@@ -365,6 +371,7 @@ final class IngestEmitter {
             if offset < floor - 1e-9 { offset = (slot - 1e-6).rounded(.up) * framePeriod - s }
         }
         anchor = (item.session, offset, item.pad == 0 || framePeriod == 0)
+        videoBehind = false
     }
 
     /// A session anchored on its audio (the picture came later than `anchorWait`): its first
@@ -407,10 +414,15 @@ final class IngestEmitter {
             // Media that was on its way when the producer fell silent (the last PES packet an
             // MPEG-TS demuxer holds, the pictures in the decoder's threads: out only when the
             // connection ends, seconds later) belongs after the last media, where its time puts
-            // it. It is no return: the edge moves to its end, not to the clock. Taken as one,
-            // it would let `fps` and `mixer` pad up to the clock until the next silence mark,
-            // padding the seconds before the verdict into the recording. Late is measured
-            // against the clock, not `arrival`: a network reader stamps when media was sent.
+            // it. It is no return: the edge stays where the mark put it. Taken as one, it would
+            // let `fps` and `mixer` pad up to the clock until the next silence mark, padding the
+            // seconds before the verdict into the recording. Nor does the edge follow it: the
+            // edge is read by nodes downstream the moment it moves, while the media that moved it
+            // still waits in their queues (a publisher that sends in bursts, GStreamer's srtsink
+            // every ~0.8 s: the mixer filled 0.3 s of silence over the first beep, then dropped
+            // it as already mixed); each takes late media as it comes, after its own last.
+            // Late is measured against the clock, not `arrival`: a network reader stamps when
+            // media was sent.
             emittingLate = presence.mediaEnd != nil && item.session == silentSession && t < out.sourceClock - Self.lateness
             if !emittingLate && (t < arrival - 1.0 || t > arrival + 10.0) {
                 // A producer clock that fell far behind (or leapt ahead): anchor it again here.
@@ -426,14 +438,33 @@ final class IngestEmitter {
             let frame = item.frame
             frame.timeBase = Rational(1, 1_000_000)
             frame.pts = Int64((t * 1e6).rounded())
+            videoBehind = catchesUp && t < out.sourceClock - Self.lateness
             if !emittingLate { presence.returned() }
             presence.tag(frame)
+            paceCatchUp(t, out)
             out.emit(frame, output: 0)
             // Read back: the outlet moved it onto the emitted timeline (frames are not written downstream).
             emitted(frame.seconds + framePeriod, pad: 0)
         } else {
             try emitAudio(item.frame, pad: item.pad, at: t, out)
         }
+    }
+
+    /// Pictures that come behind the clock in a burst (a publisher that sends in bursts:
+    /// GStreamer's srtsink, 0.5-0.8 s of media every ~0.8 s) go out one at a time and no faster
+    /// than twice their rate: live picture queues hold a few pictures and drop the oldest, so a
+    /// burst handed on at once lost 16-24 of 180 pictures at a `resize` after the source. Bounded:
+    /// a pipeline that cannot keep up still drops rather than falling further behind.
+    private func paceCatchUp(_ t: Double, _ out: Outlet) {
+        guard catchesUp, out.realtime, framePeriod > 0, t < out.sourceClock - framePeriod else {
+            lastCatchUp = nil
+            return
+        }
+        let now = Monotonic.now
+        let giveUp = now + 2 * framePeriod
+        if let last = lastCatchUp, last + framePeriod / 2 > now { Thread.sleep(forTimeInterval: last + framePeriod / 2 - now) }
+        while out.backlog(output: 0) > 0 && Monotonic.now < giveUp { Thread.sleep(forTimeInterval: 0.001) }
+        lastCatchUp = Monotonic.now
     }
 
     private func emitAudio(_ input: Frame, pad: Int, at t: Double, _ out: Outlet) throws {
@@ -481,7 +512,9 @@ final class IngestEmitter {
         let end = pts + Int64(frame.sampleCount)
         audioNext[pad] = end
         lastEnd = max(lastEnd, Double(end) / Double(rate))
-        if !emittingLate { presence.returned() }
+        // Sound on time while the pictures still catch up does not end a silence: `fps` would
+        // repeat the last picture it has over the pictures still on their way to it.
+        if !emittingLate && !videoBehind { presence.returned() }
         presence.tag(frame)
         out.emit(frame, output: pad)
         emitted(Double(frame.pts + Int64(frame.sampleCount)) / Double(rate), pad: pad)
