@@ -19,14 +19,17 @@ struct InspectCommand: ParsableCommand {
     @Flag(name: .long, help: "Print a JSON Schema of the .pipe format (every node type's options, plugins included) for editors.")
     var schema = false
 
+    @Flag(name: .long, help: "Print a JSON Schema of the control protocol's lines (every command's request and reply, node types' and plugins' commands included).")
+    var controlSchema = false
+
     @OptionGroup var pluginOptions: PluginOptions
 
     func run() throws {
         let registry = try pluginOptions.registry()
-        if schema {
+        if schema || controlSchema {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            let data = try encoder.encode(PipeSchema.json(registry))
+            let data = try encoder.encode(schema ? PipeSchema.json(registry) : ControlSchema.json(registry))
             print(String(decoding: data, as: UTF8.self))
             return
         }
