@@ -99,6 +99,27 @@ final class ControlSchemaTests: XCTestCase {
         XCTAssertEqual(v.status, 0, v.report)
     }
 
+    /// The Swift API's commands carry the reply type the protocol's own table names for them.
+    func testEachTypedCommandCarriesTheReplyItsCommandDeclares() {
+        let specs = ControlSchema.commands(TestSupport.freshRegistry())
+        var checked: [String] = []
+        func check<Reply>(_ command: ControlCommand<Reply>) {
+            let name = command.request.command
+            XCTAssertTrue(specs.first { $0.name == name }?.reply == Reply.self, "\(name): \(Reply.self)")
+            checked.append(name)
+        }
+        check(.set(node: "v", option: "bitrate", value: .string("1M")))
+        check(.get(node: "v", option: "bitrate"))
+        check(.pause)
+        check(.resume)
+        check(.stop(reason: "x"))
+        check(.stats)
+        check(.graph)
+        check(.clip(save: "/tmp/c.mp4"))
+        // `watch` turns the connection into a stream: the Swift API has `events` for it instead.
+        XCTAssertEqual(Set(checked + ["watch"]).sorted(), Self.swiftCommands)
+    }
+
     /// Every reply type, and a refusal, read back from its line as the command's reply type and as an
     /// untyped one: the same line again, and the schema takes it.
     func testRepliesRoundTripThroughTheirLine() throws {
@@ -234,8 +255,8 @@ final class ControlSchemaTests: XCTestCase {
         XCTAssertTrue(v.report.contains("\(lines.count) valid, 0 invalid"), v.report)
     }
 
-    /// `LivePipeline.control` asks in the protocol's types and gets them back: a set the encoder
-    /// takes, a get that reads it, a clip whose packets ffprobe counts.
+    /// `LivePipeline.control` asks in the protocol's types and gets them back, each typed by its
+    /// command: a set the encoder takes, a get that reads it, a clip whose packets ffprobe counts.
     func testTheSwiftAPIAsksInTheProtocolsTypes() throws {
         let dir = TestSupport.scratch()
         try """
@@ -250,16 +271,17 @@ final class ControlSchemaTests: XCTestCase {
         live.start()
         defer { live.stop(); try? live.wait() }
         while live.stats().mediaTime < 1.5 { usleep(50_000) }
-        let set = try live.control(.set(.init(node: "video", option: "bitrate", value: .int(250_000))), reply: OptionReply.self)
+        let set = try live.control(.set(node: "video", option: "bitrate", value: .int(250_000)))
         XCTAssertEqual(set.body, OptionReply(node: "video", option: "bitrate", value: "250000"), set.error ?? "")
-        XCTAssertEqual(try live.control(.get(.init(node: "video", option: "bitrate")), reply: OptionReply.self).body?.value, "250000")
-        let stats = try live.control(.stats, reply: StatsReply.self)
+        XCTAssertEqual(try live.control(.get(node: "video", option: "bitrate")).body?.value, "250000")
+        let stats = try live.control(.stats)
         XCTAssertEqual(stats.body?.stats.nodes.count, 3)
-        let clip = try live.control(ClipSave(path: dir + "/api.mp4").request, reply: ClipSaved.self)
+        let clip = try live.control(.clip(save: dir + "/api.mp4"))
         let saved = try XCTUnwrap(clip.body, clip.error ?? "")
         let frames = try TestSupport.shell(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
                                             "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", dir + "/api.mp4"])
         XCTAssertEqual(Int(frames.trimmingCharacters(in: .whitespacesAndNewlines)), saved.packets, "every packet of the clip decodes")
-        XCTAssertEqual(try live.control(.node(command: "clip", fields: [:]), reply: ClipSaved.self).error, "clip takes action 'save' and a 'path'")
+        XCTAssertEqual(try live.control(ControlCommand(.node(command: "clip", fields: [:]), reply: ClipSaved.self)).error,
+                       "clip takes action 'save' and a 'path'")
     }
 }
