@@ -13,7 +13,7 @@ final class ControlSchemaTests: XCTestCase {
     static let schema = root + "/docs/control.schema.json"
 
     /// scripts/validate-events with the control schema over `lines`: exit status and report.
-    static func validate(_ lines: [String]) throws -> (status: Int32, report: String) {
+    static func validate(_ lines: [String], schema: String = schema) throws -> (status: Int32, report: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["python3", root + "/scripts/validate-events", schema]
