@@ -8,7 +8,7 @@ import Foundation
 /// | route | |
 /// |---|---|
 /// | `GET /` | the page |
-/// | `GET /api/stats`, `GET /api/graph` | `ctl stats`, `ctl graph` |
+/// | `GET /api/stats`, `GET /api/graph` | `ctl stats`, `ctl graph` (a node command's `path` not among what it needs) |
 /// | `GET /api/events` | the events `ctl watch` gets, as Server-Sent Events |
 /// | `GET /api/preview.jpg` | the picture after privacy, at most 0.25 s old |
 /// | `POST /api/ctl` | one `ctl` request (JSON), its reply; needs the token |
@@ -18,8 +18,9 @@ import Foundation
 /// the token in `X-Avgraph-Token` (another web page the browser has open cannot read the token,
 /// so it cannot drive the run). Off loopback, every request needs the token (`?token=` or the
 /// header). Before a request gets here the server has refused names it does not serve (`Host`)
-/// and commands from another origin (`HTTPService.refusal`). A `clip` request may not name a
-/// path: the page's clips go to `clips/` in the run's working folder, named by the pipeline and the time.
+/// and commands from another origin (`HTTPService.refusal`). A node command may not name a
+/// path: when it needs one (`clip`), the file goes to `clips/` in the run's working folder, named by
+/// the pipeline and the time.
 public struct OperatorAPI: Sendable {
     public let token: String
     let remote: Bool
@@ -65,9 +66,9 @@ public struct OperatorAPI: Sendable {
             return .full(status: 200, contentType: "text/html; charset=utf-8", body: Array(OperatorPage.html(token: token).utf8),
                          headers: ["Cache-Control": "no-store", "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'"])
         case ("GET", "/api/stats"):
-            return .json(200, answer(Array("{\"cmd\":\"stats\"}".utf8)))
+            return .json(200, ask(.stats))
         case ("GET", "/api/graph"):
-            return .json(200, answer(Array("{\"cmd\":\"graph\"}".utf8)))
+            return .json(200, pageGraph())
         case ("GET", "/api/preview.jpg"):
             guard let picture = preview?.latest() else { return .text(503, "no picture yet\n") }
             do {
@@ -87,22 +88,7 @@ public struct OperatorAPI: Sendable {
             }
         case ("POST", "/api/ctl"):
             guard authorized else { return .text(401, "401: a command needs the page's token in X-Avgraph-Token\n") }
-            guard case .object(var request)? = try? JSONDecoder().decode(EventValue.self, from: Data(r.body)) else {
-                return .json(400, Array("{\"ok\":false,\"error\":\"expected one JSON object, like {\\\"cmd\\\": \\\"stats\\\"}\"}".utf8))
-            }
-            if request["path"] != nil {
-                return .json(403, Array("{\"ok\":false,\"error\":\"no paths over HTTP: a clip saved from the page goes to clips/ in the run's folder\"}".utf8))
-            }
-            switch request["cmd"] {
-            case .string("watch")?:
-                return .json(400, Array("{\"ok\":false,\"error\":\"watch needs the control socket; over HTTP the events stream from /api/events\"}".utf8))
-            case .string("clip")?:
-                request["path"] = .string(Self.clipPath(in: clips, pipeline: pipeline))
-                let line = (try? JSONEncoder().encode(EventValue.object(request))).map { Array($0) } ?? []
-                return .json(200, answer(line))
-            default:
-                return .json(200, answer(r.body))
-            }
+            return command(Data(r.body))
         case ("GET", "/metrics"), ("HEAD", "/metrics"):
             return Self.metrics(metrics())
         case (_, "/"), (_, "/api/stats"), (_, "/api/graph"), (_, "/api/preview.jpg"), (_, "/api/events"), (_, "/metrics"):
@@ -112,6 +98,56 @@ public struct OperatorAPI: Sendable {
         default:
             return .text(404, "404: not found; the page is at /\n")
         }
+    }
+
+    private func ask(_ request: ControlRequest, id: EventValue? = nil) -> [UInt8] { answer(Array(ControlEnvelope(request, id: id).line)) }
+
+    /// One request of the page (or a script), decoded as the control socket decodes it and sent on
+    /// as a typed envelope: what may not come over HTTP is refused here, a node command that
+    /// writes a file gets its `path` from the server.
+    private func command(_ body: Data) -> HTTPResponse {
+        guard case .object? = try? JSONDecoder().decode(EventValue.self, from: body) else {
+            return .json(400, ControlReply.refused("expected one JSON object, like {\"cmd\": \"stats\"}").line)
+        }
+        let envelope: ControlEnvelope
+        switch ControlEnvelope.decode(line: body) {
+        case .failure(let refusal): return .json(200, ControlReply(.failure(refusal), id: ControlEnvelope.id(of: body)).line)
+        case .success(let e): envelope = e
+        }
+        switch envelope.request {
+        case .watch:
+            return .json(400, ControlReply.refused("watch needs the control socket; over HTTP the events stream from /api/events", id: envelope.id).line)
+        case .node(let name, var fields):
+            if fields["path"] != nil {
+                return .json(403, ControlReply.refused("no paths over HTTP: a file saved from the page goes to clips/ in the run's folder", id: envelope.id).line)
+            }
+            if graph()?.nodes.contains(where: { $0.commands?.contains { $0.name == name && $0.needs.contains(Self.pathField) } == true }) == true {
+                fields[Self.pathField] = .string(Self.clipPath(in: clips, pipeline: pipeline))
+            }
+            return .json(200, ask(.node(command: name, fields: fields), id: envelope.id))
+        default:
+            return .json(200, ask(envelope.request, id: envelope.id))
+        }
+    }
+
+    /// A node command's field naming a file to write: over HTTP the server names it.
+    static let pathField = "path"
+
+    private func graph() -> PipelineGraph? {
+        try? ControlReply.decode(line: Data(ask(.graph)), as: PipelineGraph.self).outcome.get() as? PipelineGraph
+    }
+
+    /// `ctl graph`'s reply as the page needs it: a node command's `path` is not the page's to fill.
+    private func pageGraph() -> [UInt8] {
+        guard var g = graph() else { return ask(.graph) }
+        for i in g.nodes.indices {
+            g.nodes[i].commands = g.nodes[i].commands?.map { c in
+                var c = c
+                c.needs.removeAll { $0 == Self.pathField }
+                return c
+            }
+        }
+        return ControlReply(.success(g)).line
     }
 
     static func clipPath(in folder: String, pipeline: String) -> String {

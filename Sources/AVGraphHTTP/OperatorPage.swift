@@ -28,6 +28,8 @@ public enum OperatorPage {
   .fill { height: 100%; width: 0; background: linear-gradient(90deg, #3c9 0%, #3c9 70%, #ec3 85%, #e44 100%); }
   button { font: inherit; padding: .35em .8em; margin: .2em; border: 0; border-radius: .3em; color: #fff; background: #3b4452; cursor: pointer; }
   button.on { background: #b33; }
+  .option { display: grid; grid-template-columns: 10em 1fr auto; align-items: center; gap: .5em; }
+  .option input { font: inherit; background: #15171a; color: #e8e8e8; border: 1px solid #3b4452; border-radius: .3em; padding: .25em .4em; }
   #warnings { margin: 0; padding-left: 1.2em; max-height: 12em; overflow: auto; color: #f0b060; }
   #graph text { fill: #e8e8e8; font-size: 12px; } #graph rect { fill: #2c3139; stroke: #6a7585; rx: 4; }
   #graph line { stroke: #6a7585; stroke-width: 1.5; } #graph .edge-label { fill: #9ab; font-size: 10px; }
@@ -58,6 +60,7 @@ public enum OperatorPage {
         <button id="pause">Pause</button>
       </div>
       <p id="reply"></p>
+      <details id="more" hidden><summary>Live options</summary><div id="options"></div></details>
     </section>
   </div>
   <div>
@@ -76,7 +79,7 @@ public enum OperatorPage {
 const token = "__TOKEN__";
 const query = location.search.includes("token=") ? "?token=" + encodeURIComponent(token) : "";
 const $ = (id) => document.getElementById(id);
-let paused = false, privacyNodes = [], graph = null;
+let paused = false, graph = null;
 
 async function ctl(request) {
   const r = await fetch("/api/ctl", { method: "POST", headers: { "Content-Type": "application/json", "X-Avgraph-Token": token },
@@ -132,40 +135,51 @@ function warn(e) {
   while ($("warnings").children.length > 10) $("warnings").lastChild.remove();
 }
 
+// The controls come from the graph: each live option its node's type declares (a switch, a switch
+// per input, or a value to type) and each command a node answers that needs nothing more from the
+// page; no node type, node name or option name is written here.
+function button(id, label, title, onclick) {
+  const b = document.createElement("button");
+  b.id = id; b.textContent = label; b.title = title || ""; b.onclick = onclick;
+  $("controls").appendChild(b);
+  return b;
+}
+
+function toggle(id, label, title, on, request) {
+  const b = button(id, label, title, async () => {
+    const next = !b.classList.contains("on");
+    if ((await ctl(request(next))).ok) b.classList.toggle("on", next);
+  });
+  b.classList.toggle("on", on);
+}
+
+function valueControl(n, o) {
+  const row = document.createElement("div");
+  row.className = "option";
+  row.innerHTML = `<label></label><input><button>Set</button>`;
+  const [label, input, set] = row.children;
+  label.textContent = n.name + "." + o.name; label.title = o.doc; label.htmlFor = input.id = "value-" + n.name + "-" + o.name;
+  input.value = o.value || ""; input.placeholder = o.range || o.type;
+  set.id = "set-" + n.name + "-" + o.name;
+  set.onclick = () => ctl({ cmd: "set", node: n.name, option: o.name, value: input.value });
+  $("options").appendChild(row);
+  $("more").hidden = false;
+}
+
 function controls(g) {
-  const box = $("controls");
   for (const n of g.nodes) {
-    if (n.type === "privacy") {
-      privacyNodes.push(n.name);
-      const b = document.createElement("button");
-      b.id = "privacy-" + n.name; b.textContent = "Privacy card (" + n.name + ")";
-      b.onclick = async () => {
-        const on = !b.classList.contains("on");
-        if ((await ctl({ cmd: "set", node: n.name, option: "enabled", value: on })).ok) b.classList.toggle("on", on);
-      };
-      box.appendChild(b);
+    for (const o of n.live || []) {
+      const set = (value) => ({ cmd: "set", node: n.name, option: o.name, value });
+      const id = "set-" + n.name + "-" + o.name;
+      if (o.control === "switch") toggle(id, n.name + ": " + o.name, o.doc, o.value === "true", set);
+      else if (o.control === "switches") for (const k of o.keys || []) toggle(id + "-" + k, n.name + ": " + o.name + " " + k, o.doc, false, (on) => set({ [k]: on }));
+      else valueControl(n, o);
     }
-    if (n.type === "mixer") {
-      for (const e of g.edges.filter((e) => e.to === n.name)) {
-        const b = document.createElement("button");
-        b.id = "mute-" + e.from; b.textContent = "Mute " + e.from;
-        b.onclick = async () => {
-          const on = !b.classList.contains("on");
-          if ((await ctl({ cmd: "set", node: n.name, option: "mute", value: { [e.from]: on } })).ok) {
-            b.classList.toggle("on", on); b.textContent = (on ? "Unmute " : "Mute ") + e.from;
-          }
-        };
-        box.appendChild(b);
-      }
-    }
-    if (n.type === "clips") {
-      const b = document.createElement("button");
-      b.id = "clip-" + n.name; b.textContent = "Save clip";
-      b.onclick = async () => {
-        const a = await ctl({ cmd: "clip", node: n.name, action: "save" });
-        if (a.ok) $("reply").textContent = "saved " + (a.path || "");
-      };
-      box.appendChild(b);
+    for (const c of (n.commands || []).filter((c) => c.needs.length === 0)) {
+      button("cmd-" + n.name + "-" + c.name, [c.name, ...Object.values(c.fixed)].join(" ") + " (" + n.name + ")", c.doc, async () => {
+        const a = await ctl({ cmd: c.name, ...c.fixed });
+        if (a.ok) $("reply").textContent = c.name + ": " + Object.entries(a).filter(([k]) => k !== "ok" && k !== "id").map(([k, v]) => k + " " + v).join(", ");
+      });
     }
   }
 }

@@ -66,7 +66,7 @@ struct CtlCommand: ParsableCommand {
         }
     }
 
-    static let commands = ControlRequest.builtIn + ClipsNode.controlCommands
+    static let commands = ControlRequest.builtIn + ClipsNode.controlCommands.map(\.name)
 
     func validate() throws { _ = try request() }
 

@@ -21,15 +21,18 @@ struct InspectCommand: ParsableCommand {
 
     @Flag(name: .long, help: "Print the JSON Schema of the event lines (--events json): the runtime's kinds and every node type's, plugins included.")
     var eventsSchema = false
+    @Flag(name: .long, help: "Print a JSON Schema of the control protocol's lines (every command's request and reply, node types' and plugins' commands included).")
+    var controlSchema = false
 
     @OptionGroup var pluginOptions: PluginOptions
 
     func run() throws {
         let registry = try pluginOptions.registry()
-        if schema || eventsSchema {
+        if schema || eventsSchema || controlSchema {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            let data = try encoder.encode(schema ? PipeSchema.json(registry) : EventSchema.json(registry))
+            let data = try schema ? encoder.encode(PipeSchema.json(registry))
+                : eventsSchema ? encoder.encode(EventSchema.json(registry)) : encoder.encode(ControlSchema.json(registry))
             print(String(decoding: data, as: UTF8.self))
             return
         }

@@ -4,15 +4,16 @@ import Foundation
 import XCTest
 
 /// The control protocol's types, docs/control.schema.json and docs/CONTROL.md say the same thing:
-/// what a running pipeline really answers validates against the schema (python's jsonschema, an
-/// independent validator), the schema and the page list exactly the commands Swift knows, and
-/// the schema refuses what is not a control line.
+/// the schema is what the generator reads off the types, what a running pipeline really answers
+/// validates against it (python's jsonschema, an independent validator) and reads back as the
+/// command's reply type, the schema and the page list exactly the commands Swift knows, and the
+/// schema refuses what is not a control line.
 final class ControlSchemaTests: XCTestCase {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
     static let schema = root + "/docs/control.schema.json"
 
     /// scripts/validate-events with the control schema over `lines`: exit status and report.
-    static func validate(_ lines: [String]) throws -> (status: Int32, report: String) {
+    static func validate(_ lines: [String], schema: String = schema) throws -> (status: Int32, report: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["python3", root + "/scripts/validate-events", schema]
@@ -31,8 +32,25 @@ final class ControlSchemaTests: XCTestCase {
     /// Every command Swift knows: the run's own and those the built-in node types answer.
     static var swiftCommands: [String] {
         let registry = TestSupport.freshRegistry()
-        let nodeCommands = registry.names.compactMap { registry[$0] as? any AnswersControl.Type }.flatMap { $0.controlCommands }
+        let nodeCommands = registry.names.compactMap { registry[$0] as? any AnswersControl.Type }.flatMap { $0.controlCommands.map(\.name) }
         return (ControlRequest.builtIn + nodeCommands).sorted()
+    }
+
+    /// docs/control.schema.json is the generator's output for the built-in node types, byte for
+    /// byte as `avgraph inspect --control-schema` prints it (EndToEndTests check the program's own output).
+    func testTheCommittedSchemaIsWhatTheTypesSay() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let generated = String(decoding: try encoder.encode(ControlSchema.json(TestSupport.freshRegistry())), as: UTF8.self) + "\n"
+        XCTAssertEqual(try String(contentsOfFile: Self.schema, encoding: .utf8), generated,
+                       "docs/control.schema.json is stale: run `.build/release/avgraph inspect --control-schema > docs/control.schema.json`")
+        // Read off the decoders: required is what a decoder needs, optional what it asks for with `if present`.
+        let defs = try XCTUnwrap(ControlSchema.json(TestSupport.freshRegistry())["$defs"])
+        XCTAssertEqual(defs["set_request"]?["required"], ["cmd", "node", "option", "value"])
+        XCTAssertEqual(defs["option_reply"]?["required"], ["node", "option", "value", "ok"])
+        XCTAssertEqual(defs["clip_request"]?["x-reply"], "#/$defs/clip_saved")
+        XCTAssertEqual(defs["stats_reply"]?["properties"]?["nodes"]?["items"]?["properties"]?["state"], ["type": "string"],
+                       "a field the hand-kept schema had missed")
     }
 
     func testTheSchemaAndThePageListEveryCommandSwiftKnows() throws {
@@ -72,8 +90,71 @@ final class ControlSchemaTests: XCTestCase {
             XCTAssertEqual(back.id, .int(7), line)
         }
         XCTAssertEqual(Set(requests.map(\.command)).sorted(), Self.swiftCommands, "a sample of every command")
+        // `ControlRequest` itself is Codable: the same line without the envelope's id.
+        for request in requests {
+            let data = try JSONEncoder().encode(request)
+            XCTAssertEqual(try JSONDecoder().decode(ControlRequest.self, from: data), request, String(decoding: data, as: UTF8.self))
+        }
         let v = try Self.validate(lines)
         XCTAssertEqual(v.status, 0, v.report)
+    }
+
+    /// The Swift API's commands carry the reply type the protocol's own table names for them.
+    func testEachTypedCommandCarriesTheReplyItsCommandDeclares() {
+        let specs = ControlSchema.commands(TestSupport.freshRegistry())
+        var checked: [String] = []
+        func check<Reply>(_ command: ControlCommand<Reply>) {
+            let name = command.request.command
+            XCTAssertTrue(specs.first { $0.name == name }?.reply == Reply.self, "\(name): \(Reply.self)")
+            checked.append(name)
+        }
+        check(.set(node: "v", option: "bitrate", value: .string("1M")))
+        check(.get(node: "v", option: "bitrate"))
+        check(.pause)
+        check(.resume)
+        check(.stop(reason: "x"))
+        check(.stats)
+        check(.graph)
+        check(.clip(save: "/tmp/c.mp4"))
+        // `watch` turns the connection into a stream: the Swift API has `events` for it instead.
+        XCTAssertEqual(Set(checked + ["watch"]).sorted(), Self.swiftCommands)
+    }
+
+    /// Every reply type, and a refusal, read back from its line as the command's reply type and as an
+    /// untyped one: the same line again, and the schema takes it.
+    func testRepliesRoundTripThroughTheirLine() throws {
+        let stats = Event.Stats(nodes: [.init(node: "video", queue: [2], dropped: 0, emitted: [30], bytes: [1000], time: [1])],
+                                mediaTime: 1, dropped: 0, droppedByKind: .init(video: 0, audio: 0), rss: 1 << 20, queuedBytes: 10)
+        let graph = try JSONDecoder().decode(PipelineGraph.self, from: Data(#"""
+            {"pipeline":"p","nodes":[{"name":"v","type":"h264","role":"filter","options":{"bitrate":"600k"},
+             "live":[{"name":"bitrate","type":"bitrate","control":"text","range":"10k..200M","value":"600k","doc":"d"}]}],
+             "edges":[{"from":"s","from_pad":"out","to":"v","to_pad":"in","rate":30}],"media_time":2}
+            """#.utf8))
+        let bodies: [(any ControlReplyBody, String)] = [
+            (OptionReply(node: "video", option: "bitrate", value: "600000", at: 5), "set"), (EmptyReply(), "pause"),
+            (WatchReply(), "watch"), (StatsReply(stats: stats, wall: 3, paused: false), "stats"), (graph, "graph"),
+            (ClipSaved(path: "/tmp/c.mp4", packets: 40, seconds: 2), "clip"),
+        ]
+        let specs = ControlSchema.commands(TestSupport.freshRegistry())
+        var lines: [String] = []
+        for (body, command) in bodies {
+            let spec = try XCTUnwrap(specs.first { $0.name == command })
+            XCTAssertTrue(type(of: body) == spec.reply, "\(command) answers \(spec.reply)")
+            let line = ControlReply(.success(body), id: .string("x")).line
+            let typed = try ControlReply.decode(line: Data(line), as: spec.reply)
+            XCTAssertEqual(typed.line, line)
+            XCTAssertEqual(typed.id, .string("x"))
+            XCTAssertEqual(try ControlReply.decode(line: Data(line)).line, line, "untyped")
+            lines.append(String(decoding: line, as: UTF8.self))
+        }
+        let refusal = ControlReply.refused("no node named 'x'", id: .int(4))
+        let back = try ControlReply.decode(line: Data(refusal.line), as: OptionReply.self)
+        XCTAssertEqual(back.line, refusal.line)
+        XCTAssertFalse(back.ok)
+        lines.append(String(decoding: refusal.line, as: UTF8.self))
+        let v = try Self.validate(lines)
+        XCTAssertEqual(v.status, 0, v.report)
+        XCTAssertTrue(v.report.contains("\(lines.count) valid, 0 invalid"), v.report)
     }
 
     func testTheSchemaRejectsWhatIsNotAControlLine() throws {
@@ -110,10 +191,15 @@ final class ControlSchemaTests: XCTestCase {
         while run.stats().mediaTime < 2 { usleep(50_000) }
         var lines: [String] = []
         /// `refused`: a request the schema itself refuses; only its reply is validated.
+        let specs = ControlSchema.commands(TestSupport.freshRegistry())
         func ask(_ line: String, refused: Bool = false) -> Data {
             let reply = run.answer(controlLine: Array(line.utf8))
             lines += (refused ? [] : [line]) + [String(decoding: reply, as: UTF8.self)]
             XCTAssertFalse(reply.contains(10), "one line")
+            // Read as the reply type the command declares, it is the same line again.
+            if case .success(let envelope) = ControlEnvelope.decode(line: Data(line.utf8)), let spec = specs.first(where: { $0.name == envelope.request.command }) {
+                XCTAssertEqual((try? ControlReply.decode(line: Data(reply), as: spec.reply))?.line, reply, "\(line) reads back as \(spec.reply)")
+            }
             return Data(reply)
         }
         let set = try ControlAnswer<OptionReply>.decode(line: ask(#"{"cmd":"set","node":"video","option":"bitrate","value":"300k","id":"a"}"#))
@@ -169,8 +255,8 @@ final class ControlSchemaTests: XCTestCase {
         XCTAssertTrue(v.report.contains("\(lines.count) valid, 0 invalid"), v.report)
     }
 
-    /// `LivePipeline.control` asks in the protocol's types and gets them back: a set the encoder
-    /// takes, a get that reads it, a clip whose packets ffprobe counts.
+    /// `LivePipeline.control` asks in the protocol's types and gets them back, each typed by its
+    /// command: a set the encoder takes, a get that reads it, a clip whose packets ffprobe counts.
     func testTheSwiftAPIAsksInTheProtocolsTypes() throws {
         let dir = TestSupport.scratch()
         try """
@@ -185,16 +271,17 @@ final class ControlSchemaTests: XCTestCase {
         live.start()
         defer { live.stop(); try? live.wait() }
         while live.stats().mediaTime < 1.5 { usleep(50_000) }
-        let set = try live.control(.set(.init(node: "video", option: "bitrate", value: .int(250_000))), reply: OptionReply.self)
+        let set = try live.control(.set(node: "video", option: "bitrate", value: .int(250_000)))
         XCTAssertEqual(set.body, OptionReply(node: "video", option: "bitrate", value: "250000"), set.error ?? "")
-        XCTAssertEqual(try live.control(.get(.init(node: "video", option: "bitrate")), reply: OptionReply.self).body?.value, "250000")
-        let stats = try live.control(.stats, reply: StatsReply.self)
+        XCTAssertEqual(try live.control(.get(node: "video", option: "bitrate")).body?.value, "250000")
+        let stats = try live.control(.stats)
         XCTAssertEqual(stats.body?.stats.nodes.count, 3)
-        let clip = try live.control(ClipSave(path: dir + "/api.mp4").request, reply: ClipSaved.self)
+        let clip = try live.control(.clip(save: dir + "/api.mp4"))
         let saved = try XCTUnwrap(clip.body, clip.error ?? "")
         let frames = try TestSupport.shell(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
                                             "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", dir + "/api.mp4"])
         XCTAssertEqual(Int(frames.trimmingCharacters(in: .whitespacesAndNewlines)), saved.packets, "every packet of the clip decodes")
-        XCTAssertEqual(try live.control(.node(command: "clip", fields: [:]), reply: ClipSaved.self).error, "clip takes action 'save' and a 'path'")
+        XCTAssertEqual(try live.control(ControlCommand(.node(command: "clip", fields: [:]), reply: ClipSaved.self)).error,
+                       "clip takes action 'save' and a 'path'")
     }
 }

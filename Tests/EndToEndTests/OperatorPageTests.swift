@@ -27,18 +27,27 @@ def until(f, timeout):
 
 """#
 
-    /// What a person does on the page, in a real browser: watches the preview move, reads the
-    /// meters, mutes both sounds, switches the privacy card on, pauses and resumes; the results
-    /// as JSON. Colours are read from the preview image the page shows.
-    static let browser = chromium + #"""
-url, shot = sys.argv[1], sys.argv[2]
-out = {}
+    /// `chromium` and `pixel(fx, fy)`: the colour at a fraction of the preview picture the page shows;
+    /// `card()`: whether it shows pipelines/live.pipe's privacy card (navy corner, light lock).
+    static let preview = chromium + #"""
 SAMPLE = """const img = document.getElementById('preview'); if (!img.complete || !img.naturalWidth) return null;
   const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
   const g = c.getContext('2d'); g.drawImage(img, 0, 0);"""
 def pixel(fx, fy):
     return d.execute_script(SAMPLE + """const p = g.getImageData(Math.floor(arguments[0] * c.width), Math.floor(arguments[1] * c.height), 1, 1).data;
       return [p[0], p[1], p[2]];""", fx, fy)
+def card():
+    corner, lock = pixel(0.02, 0.04), pixel(0.46, 0.38)
+    return corner and lock and abs(corner[0] - 29) < 16 and abs(corner[2] - 59) < 16 and min(lock) > 180
+
+"""#
+
+    /// What a person does on the page, in a real browser: watches the preview move, reads the
+    /// meters, mutes both sounds, switches the privacy card on, pauses and resumes; the results
+    /// as JSON. Colours are read from the preview image the page shows.
+    static let browser = preview + #"""
+url, shot = sys.argv[1], sys.argv[2]
+out = {}
 def fingerprint():
     return d.execute_script(SAMPLE + """const p = g.getImageData(0, 0, c.width, c.height).data; let s = [];
       for (let i = 0; i < 64; i++) s.push(p[Math.floor(p.length / 64 * i / 4) * 4]); return s.join(',');""")
@@ -54,21 +63,19 @@ try:
     out["preview_changed_after"] = time.time() - t0 if changed else None
     until(lambda: (db("mic") or -200) > -30, 10)
     out["app_db"], out["mic_db"], out["program_db"] = db("app"), db("mic"), db("program")
-    out["graph_nodes"] = [e.get_attribute("data-node") for e in d.find_elements(By.CSS_SELECTOR, "#graph g.node")]
+    # In one script: the graph is drawn again every 3 s, which leaves elements found earlier stale.
+    out["graph_nodes"] = d.execute_script("return [...document.querySelectorAll('#graph g.node')].map((e) => e.dataset.node)")
     out["edge_rates"] = until(lambda: d.execute_script("return [...document.querySelectorAll('#graph .edge-label')].filter(e => e.textContent.includes('/s')).length"), 5)
     d.save_screenshot(shot)
-    d.find_element(By.ID, "mute-app").click(); d.find_element(By.ID, "mute-mic").click()
+    d.find_element(By.ID, "set-mix-mute-app").click(); d.find_element(By.ID, "set-mix-mute-mic").click()
     until(lambda: (db("program") or 0) < -60, 3)
     out["program_muted_db"] = db("program")
-    d.find_element(By.ID, "mute-app").click(); d.find_element(By.ID, "mute-mic").click()
+    d.find_element(By.ID, "set-mix-mute-app").click(); d.find_element(By.ID, "set-mix-mute-mic").click()
     until(lambda: (db("program") or -200) > -30, 3)
     out["program_unmuted_db"] = db("program")
     out["before_privacy"] = [pixel(0.02, 0.04), pixel(0.46, 0.38)]
     t0 = time.time()
-    d.find_element(By.ID, "privacy-privacy").click()
-    def card():
-        corner, lock = pixel(0.02, 0.04), pixel(0.46, 0.38)
-        return corner and lock and abs(corner[0] - 29) < 16 and abs(corner[2] - 59) < 16 and min(lock) > 180
+    d.find_element(By.ID, "set-privacy-enabled").click()
     out["card_after"] = time.time() - t0 if until(card, 3) else None
     out["with_privacy"] = [pixel(0.02, 0.04), pixel(0.46, 0.38)]
     d.find_element(By.ID, "pause").click()
@@ -130,6 +137,83 @@ print(json.dumps(out))
         let dropped = (stats?["dropped_by_kind"] as? [String: Any])?["video"] as? Int ?? 0
         XCTAssertLessThan(zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 1, Double(dropped + 1) / 30 + 0.01,
                           "no hole where the pause was (\(dropped) pictures dropped)")
+    }
+
+    /// The page names no node: with the privacy node called `card`, the mixer `blend` and a
+    /// `clips` node, it still has the privacy switch (and the card shows in the preview), a mute
+    /// per mixer input, a clip button whose file ffprobe reads, and a field for the encoder's
+    /// bitrate whose change the run applies; all learned from `/api/graph`.
+    func testThePageLearnsItsControlsFromTheGraph() throws {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        try """
+        pipeline: renamed
+        duration: 14s
+        nodes:
+          screen:   {type: testsrc, size: 640x360, rate: 30}
+          appsound: {type: tone, freq: 440}
+          micsound: {type: tone, freq: 880}
+          card:     {type: privacy, in: screen, image: \(CLI.packageRoot)/assets/privacy.png}
+          blend:    {type: mixer, in: [appsound, micsound]}
+          video:    {type: h264, in: card, bitrate: 1000k, gop: 30}
+          audio:    {type: aac, in: blend}
+          keep:     {type: clips, in: [video, audio], window: 5s}
+          out:      {type: file, in: [video, audio], path: renamed.mp4}
+        """.write(toFile: dir + "/renamed.pipe", atomically: true, encoding: .utf8)
+        let run = try BackgroundRun(["run", dir + "/renamed.pipe", "--http", "127.0.0.1:\(port)", "--events", "json",
+                                     "--control", dir + "/ctl.sock"], cwd: dir)
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "start" }, run.stderr)
+        let graph = try CLI.shell(["curl", "-s", "--max-time", "5", "http://127.0.0.1:\(port)/api/graph"])
+        XCTAssertTrue(graph.contains(#""commands":[{"doc":"#) && graph.contains(#""fixed":{"action":"save"},"name":"clip","needs":[]"#),
+                      "the page's graph: clip needs nothing the page fills: \(graph)")
+        let seen = try XCTUnwrap(PythonWitness.run(Self.preview + #"""
+        url = sys.argv[1]
+        out = {}
+        try:
+            d.get(url)
+            out["state"] = until(lambda: d.find_element(By.ID, "state").text in ("running", "paused"), 10)
+            out["buttons"] = until(lambda: [b.get_attribute("id") for b in d.find_elements(By.CSS_SELECTOR, "#controls > button")] if len(d.find_elements(By.CSS_SELECTOR, "#controls > button")) > 3 else None, 5)
+            out["labels"] = [b.text for b in d.find_elements(By.CSS_SELECTOR, "#controls > button")]
+            until(lambda: pixel(0.5, 0.5), 5)
+            out["card_before"] = bool(card())
+            t0 = time.time()
+            d.find_element(By.ID, "set-card-enabled").click()
+            out["card_after"] = time.time() - t0 if until(card, 3) else None
+            d.find_element(By.CSS_SELECTOR, "#more summary").click()
+            field = d.find_element(By.ID, "value-video-bitrate")
+            out["bitrate_shown"] = field.get_attribute("value")
+            out["bitrate_range"] = field.get_attribute("placeholder")
+            field.clear(); field.send_keys("700k")
+            d.find_element(By.ID, "set-video-bitrate").click()
+            time.sleep(1)
+            out["after_set"] = d.find_element(By.ID, "reply").text
+            d.find_element(By.ID, "cmd-keep-clip").click()
+            out["clip_reply"] = until(lambda: (t := d.find_element(By.ID, "reply").text).startswith("clip:") and t, 5)
+        finally:
+            d.quit()
+        print(json.dumps(out))
+        """#, ["http://127.0.0.1:\(port)/"]) as? [String: Any])
+        print("the renamed pipeline's page: \(seen)")
+        XCTAssertEqual(run.waitForExit(timeout: 60), 0, run.stderr)
+        XCTAssertEqual(seen["buttons"] as? [String], ["pause", "set-card-enabled", "set-blend-mute-appsound", "set-blend-mute-micsound", "cmd-keep-clip"])
+        XCTAssertEqual(seen["card_before"] as? Bool, false)
+        XCTAssertLessThanOrEqual(try XCTUnwrap(seen["card_after"] as? Double, "the card never showed: \(seen)"), 2)
+        XCTAssertNotNil(run.events.first { $0["event"] as? String == "applied" && $0["node"] as? String == "card" && $0["option"] as? String == "enabled" })
+        XCTAssertEqual(seen["bitrate_shown"] as? String, "1M", "the file's 1000k as the option's type writes it")
+        XCTAssertEqual(seen["bitrate_range"] as? String, "10k..200M")
+        XCTAssertEqual(seen["after_set"] as? String, "", "no refusal")
+        let bitrate = run.events.first { $0["event"] as? String == "applied" && $0["node"] as? String == "video" && $0["option"] as? String == "bitrate" }
+        XCTAssertEqual(bitrate.map { "\($0["value"] ?? "")" }, "700000", "the encoder took the bitrate typed on the page")
+        // The clip: in clips/ of the run's folder, named by the server; its packets as the reply says.
+        let reply = try XCTUnwrap(seen["clip_reply"] as? String, "no clip reply: \(seen)")
+        let clips = try FileManager.default.contentsOfDirectory(atPath: dir + "/clips").filter { $0.hasSuffix(".mp4") }
+        XCTAssertEqual(clips.count, 1, reply)
+        let clip = dir + "/clips/" + (clips.first ?? "")
+        XCTAssertTrue(reply.contains("path \(clip)"), reply)
+        let packets = try CLI.shell(["ffprobe", "-v", "error", "-count_packets", "-show_entries", "stream=nb_read_packets", "-of", "csv=p=0", clip])
+            .split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.reduce(0, +)
+        XCTAssertTrue(reply.contains("packets \(packets)"), "\(reply): ffprobe counts \(packets)")
+        XCTAssertGreaterThan(packets, 60)
     }
 
     func testRemoteAddressNeedsTheFlagAndThenTheToken() throws {

@@ -93,4 +93,12 @@ print(json.dumps(out))
         XCTAssertEqual(String(decoding: committed, as: UTF8.self), String(decoding: generated, as: UTF8.self),
                        "docs/pipe.schema.json is stale: run `.build/release/avgraph inspect --schema > docs/pipe.schema.json`")
     }
+
+    /// docs/control.schema.json is `avgraph inspect --control-schema` of the built-in node set, byte for byte.
+    func testCommittedControlSchemaIsFresh() throws {
+        let generated = try CLI.builtInOutput(["inspect", "--control-schema"])
+        let committed = try Data(contentsOf: URL(fileURLWithPath: CLI.packageRoot + "/docs/control.schema.json"))
+        XCTAssertEqual(String(decoding: committed, as: UTF8.self), String(decoding: generated, as: UTF8.self),
+                       "docs/control.schema.json is stale: run `.build/release/avgraph inspect --control-schema > docs/control.schema.json`")
+    }
 }

@@ -13,6 +13,37 @@ public struct PipelineGraph: Codable, Sendable, Equatable {
         public var options: [String: String]
         /// The plugin file that brought the type; nil for a built-in one.
         public var plugin: String?
+        /// The options `set` may change while the run goes; nil when there are none.
+        public var live: [LiveOption]?
+        /// The control commands the node answers itself (`AnswersControl`); nil when there are none.
+        public var commands: [NodeCommand]?
+    }
+
+    /// An option `set` may change while the run goes, as its type declares it: what a client (the
+    /// operator page) builds its controls from instead of knowing node types and option names.
+    public struct LiveOption: Codable, Sendable, Equatable {
+        public var name: String
+        /// The value syntax as `inspect` names it (`bool`, `bitrate`, `map input -> bool`).
+        public var type: String
+        /// `switch` (a boolean), `switches` (a boolean per key of `keys`) or `text` (a value as a `.pipe` file writes it).
+        public var control: String
+        /// For a map per input: the names it is keyed by (the node's upstream nodes).
+        public var keys: [String]?
+        /// The accepted range in the option's own syntax (`10k..200M`).
+        public var range: String?
+        /// The value now (from a running pipeline: after the changes so far), as a `.pipe` file writes it.
+        public var value: String?
+        public var doc: String
+    }
+
+    /// A command a node answers (`clips`: `clip`), with what its request must carry.
+    public struct NodeCommand: Codable, Sendable, Equatable {
+        public var name: String
+        public var doc: String
+        /// The request's fields that have one possible value (`clip`: `action: save`).
+        public var fixed: [String: EventValue]
+        /// The fields a client fills itself (`clip`: `path`).
+        public var needs: [String]
     }
 
     public struct Link: Codable, Sendable, Equatable {
@@ -56,8 +87,14 @@ extension CheckedPipeline {
                 // A URL shown here is a stream key shown: `check --format dot`, `ctl NAME graph`.
                 options[name] = Redaction.text(v.shown(as: spec.type))
             }
+            let upstream = n.inputs.map(\.from)
+            let live = n.type.options.filter(\.live).map { spec in
+                PipelineGraph.LiveOption(spec, value: n.options[spec.name].map { Redaction.text($0.shown(as: spec.type)) }, upstream: upstream)
+            }
+            let commands = (n.type as? any AnswersControl.Type)?.controlCommands.map(PipelineGraph.NodeCommand.init)
             return PipelineGraph.Node(name: n.name, type: n.type.typeName, role: n.type.role.rawValue,
-                                      options: options, plugin: n.origin != "built-in" ? n.origin : nil)
+                                      options: options, plugin: n.origin != "built-in" ? n.origin : nil,
+                                      live: live.isEmpty ? nil : live, commands: commands?.isEmpty == false ? commands : nil)
         }
         return PipelineGraph(pipeline: settings.name, nodes: list, edges: edges.map(\.link))
     }
@@ -84,6 +121,36 @@ extension CheckedPipeline {
         public var link: PipelineGraph.Link {
             PipelineGraph.Link(from: from, fromPad: fromPad, to: to, toPad: toPad, kind: format?.kind.rawValue, format: format?.label)
         }
+    }
+}
+
+extension PipelineGraph.LiveOption {
+    init(_ spec: OptionSpec, value: String?, upstream: [String]) {
+        name = spec.name
+        type = spec.type.name
+        range = spec.type.rangeText
+        doc = spec.doc
+        self.value = value
+        switch spec.type {
+        case .bool: control = "switch"
+        case .perInput(.bool): control = "switches"; keys = upstream
+        default: control = "text"
+        }
+    }
+}
+
+extension PipelineGraph.NodeCommand {
+    /// Read off the request's fields type, as `inspect --control-schema` reads it.
+    init(_ spec: ControlCommandSpec) {
+        name = spec.name
+        doc = spec.doc
+        let schema = DecodableSchema.of(spec.fields)
+        var fixed: [String: EventValue] = [:]
+        for (key, property) in schema["properties"]?.members ?? [:] {
+            if let value = property["const"]?.eventValue { fixed[key] = value }
+        }
+        self.fixed = fixed
+        needs = (schema["required"]?.strings ?? []).filter { $0 != "cmd" && fixed[$0] == nil }
     }
 }
 

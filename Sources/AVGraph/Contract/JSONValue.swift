@@ -45,3 +45,27 @@ public indirect enum JSONValue: Encodable, Equatable, Sendable, ExpressibleByStr
         }
     }
 }
+
+extension JSONValue {
+    /// An object's members (nil for anything else).
+    public var members: [String: JSONValue]? { if case .object(let o) = self { o } else { nil } }
+
+    /// A list of strings' strings (nil for anything else).
+    public var strings: [String]? {
+        guard case .list(let l) = self else { return nil }
+        return l.compactMap { if case .string(let s) = $0 { s } else { nil } }
+    }
+
+    /// The value as an event's value (nil for `null`, which no event value spells).
+    public var eventValue: EventValue? {
+        switch self {
+        case .null: nil
+        case .bool(let b): .bool(b)
+        case .int(let i): .int(i)
+        case .number(let d): .number(d)
+        case .string(let s): .string(s)
+        case .list(let l): .list(l.compactMap(\.eventValue))
+        case .object(let o): .object(o.compactMapValues(\.eventValue))
+        }
+    }
+}

@@ -22,8 +22,9 @@ public protocol DeclaresBitrate {
 /// called on the node's own thread, between buffers, as a live change is (so it reads the node's
 /// state without a lock; the control client waits up to 5 s for it).
 public protocol AnswersControl: AnyObject {
-    /// The `cmd` names this node type answers; the socket refuses them when no node answers.
-    static var controlCommands: [String] { get }
+    /// The commands this node type answers, each with its request's fields and its reply type
+    /// (what `inspect --control-schema` and the operator page read); the socket refuses them when no node answers.
+    static var controlCommands: [ControlCommandSpec] { get }
     /// Answers one request (its whole JSON line in `request`, to decode as the node's own type).
     func answer(_ request: NodeControlRequest) -> NodeControlAnswer
 }

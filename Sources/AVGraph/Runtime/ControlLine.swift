@@ -22,10 +22,10 @@ extension PipelineRun {
     /// A command of a node of this run (`AnswersControl`): the first node that declares it answers.
     func answerNodeCommand(_ command: String, line: Data) -> Result<any ControlReplyBody, ControlRefusal> {
         let answering = runners.first { runner in
-            (type(of: runner.node) as? any AnswersControl.Type)?.controlCommands.contains(command) == true
+            (type(of: runner.node) as? any AnswersControl.Type)?.controlCommands.contains { $0.name == command } == true
         }
         guard let answering, answering.node is any AnswersControl else {
-            let known = ControlRequest.builtIn + runners.flatMap { (type(of: $0.node) as? any AnswersControl.Type)?.controlCommands ?? [] }
+            let known = ControlRequest.builtIn + runners.flatMap { (type(of: $0.node) as? any AnswersControl.Type)?.controlCommands.map(\.name) ?? [] }
             // A node's command (`clip`) asked of a pipeline without such a node is unknown here.
             return .failure(ControlRefusal("unknown command '\(command)': neither the run nor a node of this pipeline answers it"
                 + (Suggest.hint(for: command, in: known).map { "; \($0)" } ?? "")))

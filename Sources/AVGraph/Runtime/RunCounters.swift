@@ -70,6 +70,15 @@ extension PipelineRun {
             if let r = rate[e.from], e.fromOutput < r.count { link.rate = (r[e.fromOutput] * 10).rounded() / 10 }
             return link
         }
+        // A live option's value as the run has it now: after the changes `set` made.
+        for i in graph.nodes.indices {
+            guard let node = pipeline.node(graph.nodes[i].name), var live = graph.nodes[i].live else { continue }
+            for j in live.indices {
+                guard let spec = node.type.option(live[j].name), let v = currentOption(node: node.name, option: spec.name) else { continue }
+                live[j].value = Redaction.text(v.shown(as: spec.type))
+            }
+            graph.nodes[i].live = live
+        }
         graph.mediaTime = stats().mediaTime
         return graph
     }

@@ -129,11 +129,11 @@ public final class LivePipeline: Sendable {
     /// The figures of the `stats` event, now.
     public func stats() -> Event.Stats { run.stats() }
 
-    /// Asks what `avgraph ctl` asks, answered as the control socket answers it: `reply` is the
-    /// body type of the command (`OptionReply` for set/get, `StatsReply`, `PipelineGraph`,
-    /// `EmptyReply`, a node's own like `ClipSaved`).
-    public func control<Reply: Decodable>(_ request: ControlRequest, reply: Reply.Type) throws -> ControlAnswer<Reply> {
-        try ControlAnswer<Reply>.decode(line: Data(run.answer(controlLine: Array(ControlEnvelope(request).line))))
+    /// Asks what `avgraph ctl` asks, answered as the control socket answers it, waiting for the
+    /// answer (a `set` up to 5 s): the reply or the refusal, the body typed by the command
+    /// (`try live.control(.stats).body?.paused`).
+    public func control<Reply>(_ command: ControlCommand<Reply>) throws -> ControlAnswer<Reply> {
+        try ControlAnswer<Reply>.decode(line: Data(run.answer(controlLine: Array(ControlEnvelope(command.request).line))))
     }
 
     /// Asks `command` without blocking and returns its reply, typed by the command

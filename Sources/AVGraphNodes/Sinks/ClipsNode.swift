@@ -98,7 +98,9 @@ public final class ClipsNode: Sink, Node, AnswersControl, HoldsMemory {
         out.account(heldBytes: delta)
     }
 
-    public static let controlCommands = [ClipSave.command]
+    public static let controlCommands = [
+        ControlCommandSpec(ClipSave.command, fields: ClipSave.self, reply: ClipSaved.self, doc: "Answered by a `clips` node: write what it holds as an MP4."),
+    ]
 
     public func answer(_ request: NodeControlRequest) -> NodeControlAnswer {
         guard let save = try? request.decode(ClipSave.self), save.action == ClipSave.action else {
@@ -171,9 +173,31 @@ public struct ClipSave: Codable, Sendable, Equatable {
     public var request: ControlRequest { .node(command: cmd, fields: ["action": .string(action), "path": .string(path)]) }
 }
 
+extension ClipSave: SchemaAnnotated {
+    public static var schemaKeywords: [String: [String: EventValue]] {
+        ["action": ["const": .string(action)], "path": ["minLength": .int(1), "description": .string("an absolute path for the MP4")]]
+    }
+}
+
+extension ControlCommand where Reply == ClipSaved {
+    /// `clip save PATH`, answered by the pipeline's `clips` node.
+    public static func clip(save path: String) -> Self { .init(ClipSave(path: path).request, reply: ClipSaved.self) }
+}
+
 /// The reply to `clip save`: the file written, its packets and seconds of media.
-public struct ClipSaved: ControlReplyBody, Equatable {
+public struct ClipSaved: ControlReplyBody, Equatable, SchemaAnnotated {
     public var path: String
     public var packets: Int
     public var seconds: Double
+
+    public init(path: String, packets: Int, seconds: Double) {
+        self.path = path
+        self.packets = packets
+        self.seconds = seconds
+    }
+
+    public static let schemaDescription: String? = "clip save: the file written, its packets and seconds of media."
+    public static var schemaKeywords: [String: [String: EventValue]] {
+        ["path": ["minLength": .int(1)], "packets": ["minimum": .int(1)], "seconds": ["minimum": .int(0)]]
+    }
 }
