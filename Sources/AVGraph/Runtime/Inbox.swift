@@ -179,6 +179,12 @@ final class Inbox: Sendable {
 
     func depth(lane i: Int) -> Int { state.withLock { $0.queues[i].count } }
 
+    /// Waits until lane `i` holds at most `depth` items (the consumer took the rest: taking wakes
+    /// this), the inbox closes, or monotonic `deadline` passes.
+    func waitForDepth(lane i: Int, atMost depth: Int, until deadline: Double) {
+        _ = state.wait(until: deadline) { s -> Bool? in s.closed || s.queues[i].count <= depth ? true : nil }
+    }
+
     var drops: [Int] { state.withLock { $0.queues.map(\.dropped) } }
 
     var laneFigures: [(kind: MediaKind, depth: Int, capacity: Int, dropped: Int)] {

@@ -152,6 +152,13 @@ public final class Outlet: Sendable {
         return most
     }
 
+    /// Waits until every consumer that holds back `output` has taken all but `atMost` of what it
+    /// was sent, or monotonic `deadline` passes: a source handing on a burst paces itself by it
+    /// without polling.
+    public func waitForBacklog(output: Int = 0, atMost: Int = 0, until deadline: Double) {
+        for t in targets[output] where t.holdsBack { t.inbox.waitForDepth(lane: t.lane, atMost: atMost, until: deadline) }
+    }
+
     var hasOutputs: Bool { !targets.isEmpty }
 
     /// Live changes: note the media time of the next buffer emitted (where a change shows first).

@@ -463,7 +463,7 @@ final class IngestEmitter {
         let now = Monotonic.now
         let giveUp = now + 2 * framePeriod
         if let last = lastCatchUp, last + framePeriod / 2 > now { Thread.sleep(forTimeInterval: last + framePeriod / 2 - now) }
-        while out.backlog(output: 0) > 0 && Monotonic.now < giveUp { Thread.sleep(forTimeInterval: 0.001) }
+        out.waitForBacklog(output: 0, until: giveUp)
         lastCatchUp = Monotonic.now
     }
 

@@ -476,12 +476,14 @@ public final class H264Node: Filter, Node {
             if let t = emittedAt.removeValue(forKey: packet.pointee.pts) { record(latency: out.clock - t) }
             let encoded = Packet(owning: packet, stream: stream)
             inX264 = max(0, inX264 - 1)
+            // Passthrough reads x264's picture twice (its frame_num, its NAL units): one copy of it.
+            let annexB = skipped != nil || nalLengthSize != nil ? encoded.bytes : []
             if skipped != nil {
-                skipped!.noteEncoded(annexB: encoded.bytes)
+                skipped!.noteEncoded(annexB: annexB)
                 picturesSinceKeyframe = encoded.isKeyframe ? 0 : picturesSinceKeyframe + 1
             }
             if let nalLengthSize {
-                out.emit(try encoded.replacingData(AvcConfiguration.lengthPrefixed(annexB: encoded.bytes, lengthSize: nalLengthSize)))
+                out.emit(try encoded.replacingData(AvcConfiguration.lengthPrefixed(annexB: annexB, lengthSize: nalLengthSize)))
             } else {
                 out.emit(encoded)
             }

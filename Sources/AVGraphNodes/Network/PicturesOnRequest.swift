@@ -72,8 +72,9 @@ final class PicturesOnRequest: Sendable {
         try position.withLock { p in
             if let done = picture.decodedPicture { return done }
             let index = picture.sequence - run.first
-            let packets = run.packets.withLock { Array($0) }
-            guard packets.indices.contains(index) else { throw MediaError("picture \(picture.sequence) is not among its keyframe's packets") }
+            guard index >= 0, index < run.packets.withLock({ $0.count }) else {
+                throw MediaError("picture \(picture.sequence) is not among its keyframe's packets")
+            }
             if p.run !== run || p.taken > index || p.decoder == nil {
                 // Back to the run's keyframe: another run, or a picture the decoder went past.
                 if p.decoder == nil || p.configuration != run.configuration {
@@ -88,10 +89,13 @@ final class PicturesOnRequest: Sendable {
                 p.taken = 0
             }
             let decoder = p.decoder!
+            // Only the packets the decoder has not taken: pictures asked for in order take one each.
+            let taken = p.taken
+            let pending = run.packets.withLock { Array($0[taken...]) }
             // Pictures come out as their packets go in (no reordering, low delay); should one be
             // held back anyway, the packets after it go in until it comes.
-            while p.taken < packets.count {
-                try decoder.send(packets[p.taken].av)
+            for packet in pending {
+                try decoder.send(packet.av)
                 p.taken += 1
                 while let av = try decoder.receive() {
                     let frame = Frame(owning: av, timeBase: stream.timeBase)
