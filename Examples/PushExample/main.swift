@@ -19,6 +19,7 @@
 import AVGraph
 import AVGraphNodes
 import Foundation
+import Synchronization
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 @MainActor func option(_ name: String) -> String? {
@@ -82,12 +83,17 @@ defer { try? FileManager.default.removeItem(atPath: file) }
 
 /// Samples this process's private memory (RssAnon) and resident set from the kernel's own
 /// account while the push runs, keeping the peaks: the final value alone misses a backlog.
-final class MemorySampler: @unchecked Sendable {
-    private let lock = NSLock()
-    private var running = true
-    private(set) var peakAnonKB = 0
-    private(set) var peakRssKB = 0
-    private(set) var samples = 0
+final class MemorySampler: Sendable {
+    struct Peaks {
+        var running = true
+        var anonKB = 0
+        var rssKB = 0
+        var samples = 0
+    }
+    private let peaks = Mutex(Peaks())
+    var peakAnonKB: Int { peaks.withLock { $0.anonKB } }
+    var peakRssKB: Int { peaks.withLock { $0.rssKB } }
+    var samples: Int { peaks.withLock { $0.samples } }
 
     static func status() -> [String: Int] {
         guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return [:] }
@@ -101,16 +107,16 @@ final class MemorySampler: @unchecked Sendable {
 
     func sample() {
         let s = Self.status()
-        lock.lock()
-        peakAnonKB = max(peakAnonKB, s["RssAnon"] ?? 0)
-        peakRssKB = max(peakRssKB, (s["RssAnon"] ?? 0) + (s["RssFile"] ?? 0) + (s["RssShmem"] ?? 0))
-        samples += 1
-        lock.unlock()
+        peaks.withLock {
+            $0.anonKB = max($0.anonKB, s["RssAnon"] ?? 0)
+            $0.rssKB = max($0.rssKB, (s["RssAnon"] ?? 0) + (s["RssFile"] ?? 0) + (s["RssShmem"] ?? 0))
+            $0.samples += 1
+        }
     }
 
     func start(every interval: Double) {
         let thread = Thread { [self] in
-            while lock.withLock({ running }) {
+            while peaks.withLock({ $0.running }) {
                 sample()
                 usleep(UInt32(interval * 1e6))
             }
@@ -122,20 +128,21 @@ final class MemorySampler: @unchecked Sendable {
     /// The peak so far, read at the end of the pushes (what follows is flushing and finalizing).
     func peakSoFar() -> Int {
         sample()
-        return lock.withLock { peakAnonKB }
+        return peakAnonKB
     }
 
     func stop() {
         sample()
-        lock.withLock { running = false }
+        peaks.withLock { $0.running = false }
     }
 }
 
 /// Screen buffers the way ReplayKit hands them out: a small pool of NV12 pictures (page-aligned,
 /// mapped once), each reused only after the pipeline has released the last push of it. Pushed
 /// with `owner:` a `Lease`, whose end puts the buffer back.
-final class ScreenBuffers: @unchecked Sendable {
-    final class Buffer {
+final class ScreenBuffers: Sendable {
+    // Plain mapped memory without state of its own; who may write it is the lease's business.
+    final class Buffer: @unchecked Sendable {
         let y: UnsafeMutableRawPointer, uv: UnsafeMutableRawPointer
         let bytes: Int
         init(width: Int, height: Int) {
@@ -155,9 +162,12 @@ final class ScreenBuffers: @unchecked Sendable {
     }
 
     let width: Int, height: Int, limit: Int
-    private let lock = NSLock()
-    private var free: [Buffer] = []
-    private(set) var made = 0
+    private struct Pool {
+        var free: [Buffer] = []
+        var made = 0
+    }
+    private let pool = Mutex(Pool())
+    var made: Int { pool.withLock { $0.made } }
 
     init(width: Int, height: Int, limit: Int) {
         self.width = width
@@ -168,15 +178,16 @@ final class ScreenBuffers: @unchecked Sendable {
     /// A buffer no push still holds, or nil when `limit` are all in the pipeline (the capture
     /// skips that picture, as a pool that has run dry does).
     func lease() -> Lease? {
-        lock.lock()
-        defer { lock.unlock() }
-        if let b = free.popLast() { return Lease(b, self) }
-        guard made < limit else { return nil }
-        made += 1
-        return Lease(Buffer(width: width, height: height), self)
+        let buffer: Buffer? = pool.withLock { pool in
+            if let b = pool.free.popLast() { return b }
+            guard pool.made < limit else { return nil }
+            pool.made += 1
+            return Buffer(width: width, height: height)
+        }
+        return buffer.map { Lease($0, self) }
     }
 
-    fileprivate func giveBack(_ b: Buffer) { lock.withLock { free.append(b) } }
+    fileprivate func giveBack(_ b: Buffer) { pool.withLock { $0.free.append(b) } }
 }
 
 FFmpegLog.errorsOnly()
