@@ -325,12 +325,20 @@ public final class PipelineRun: OutletHost, Sendable {
             thread.start()
         }
         let statsInterval = statsInterval
+        var drops = DropWarnings()
+        func sayDrops(final: Bool) {
+            for w in drops.due(runners, now: Date().timeIntervalSinceReferenceDate, final: final) {
+                events.emit(.warning(.init(w.message)), node: w.node)
+            }
+        }
         while finished.wait(timeout: .now() + statsInterval) == .timedOut {
             rates.sample(self)
             events.emit(.stats(stats()))
+            sayDrops(final: false)
         }
         let s = stats()
         events.emit(.stats(s))
+        sayDrops(final: true)
         let (f, reason) = state.withLock { ($0.failure, $0.stopReason) }
         let cpu = Event.EndOfStream.CPU(process: CPUTime.process, nodes: runners.map { .init(node: $0.name, seconds: $0.cpuSeconds) })
         events.emit(.eos(.init(mediaTime: s.mediaTime, peakRSS: ProcessMemory.peakResidentBytes, reason: reason, sinks: sinkSummaries,
