@@ -1,0 +1,69 @@
+import AVGraphTesting
+import Foundation
+import XCTest
+
+/// What `h264 passthrough: auto` does with a phone it cannot splice.
+extension PassthroughTests {
+    /// A phone whose encoder uses B-frames sends pictures out of order: its packets cannot be
+    /// forwarded one picture at a time, so the source decodes every picture (saying so once) and
+    /// the encoder encodes them all (saying why); the recording is still every picture, in
+    /// place, with the card where the switch put it.
+    func testAPhoneWithBFramesIsDecodedAndEncodedWhole() throws {
+        let seconds = 10
+        let dir = CLI.scratch()
+        let flv = dir + "/phone.flv"
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=720x1280:r=30:d=\(seconds)",
+                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=\(seconds)", "-c:v", "libx264", "-preset", "ultrafast",
+                           "-profile:v", "main", "-g", "60", "-keyint_min", "60", "-sc_threshold", "0", "-bf", "2",
+                           "-b:v", "2500k", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", flv])
+        let port = try LoopbackPort.free()
+        let assets = CLI.packageRoot + "/assets"
+        CLI.write("""
+        pipeline: bframes
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, crf: 18, queue: {size: 60}}
+          audio:   {type: aac, in: src.audio}
+          out:     {type: file, in: [video, audio], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        let run = try startListening(dir + "/p.pipe", in: dir)
+        let span = (on: 90, off: 200)
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone",
+                                    "--privacy", "\(span.on * 100 / 3)ms:\((span.off - span.on) * 100 / 3)ms"], timeout: 40)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }
+        let said = { (node: String) in warnings.filter { $0["node"] as? String == node }.compactMap { $0["message"] as? String } }
+        XCTAssertEqual(said("src").filter { $0.contains("reorders its pictures (B-frames): every picture is decoded") }.count, 1, "\(warnings)")
+        XCTAssertEqual(said("video").filter { $0.contains("passthrough") }.count, 1, "\(warnings)")
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
+        XCTAssertEqual(account["passed"] as? Int, 0)
+        XCTAssertEqual(account["encoded"] as? Int, seconds * 30)
+
+        let recording = dir + "/out.mp4"
+        try assertPlaysEverywhere(recording, pictures: seconds * 30, browser: false)
+        let shown = try HlsWitness.grayPictures(recording, width: 90, height: 160)
+        let original = try HlsWitness.grayPictures(flv, width: 90, height: 160)
+        XCTAssertEqual(shown.count, seconds * 30, "every picture recorded")
+        XCTAssertEqual(original.count, seconds * 30)
+        // The switch's times are the stream's (FLV timestamps: decoding times); with B-frames a
+        // picture is shown later than it is sent (here the first at 0.067 s), so the card covers
+        // the pictures *shown* from the switch on: picture k's presentation time is what counts.
+        let shownAt = try CLI.shell(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=pts_time", "-of", "csv=p=0", flv])
+            .split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: ", "))) }
+        XCTAssertEqual(shownAt.count, seconds * 30)
+        let (on, off) = (Double(span.on) / 30, Double(span.off) / 30)
+        let hidden = shownAt.indices.filter { shownAt[$0] >= on - 0.001 && shownAt[$0] < off - 0.001 }
+        XCTAssertEqual(hidden.first, 88, "the picture shown at 3.000 s: \(shownAt[85...90])")
+        var worstSource = 0.0, bestCard = Double.infinity
+        for k in 0..<min(shown.count, original.count) {
+            let d = Self.meanDistance(shown[k], original[k])
+            // No keyframe to wait for at the end: every picture is ours.
+            if hidden.contains(k) { bestCard = min(bestCard, d) } else { worstSource = max(worstSource, d) }
+        }
+        XCTAssertLessThan(worstSource, 4, "outside the span every picture is the phone's, at its place")
+        XCTAssertGreaterThan(bestCard, 8, "inside the span every picture is hidden")
+    }
+}
