@@ -66,4 +66,66 @@ extension PassthroughTests {
         XCTAssertLessThan(worstSource, 4, "outside the span every picture is the phone's, at its place")
         XCTAssertGreaterThan(bestCard, 8, "inside the span every picture is hidden")
     }
+
+    /// The operator page's preview of a passthrough run: the source decodes no picture for the
+    /// recording, and the preview asks for the pixels of the one it shows (decoded from its
+    /// keyframe on request). What it shows is the phone's picture at the media time it names,
+    /// and the card inside the span; the recording is still the phone's packets.
+    func testThePreviewShowsAPassthroughRunsPicturesDecodedOnRequest() throws {
+        let seconds = 10
+        let (dir, flv, port, assets) = try Self.phoneScene(seconds: seconds)
+        CLI.write("""
+        pipeline: passthrough-preview
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
+          out:     {type: file, in: [video], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        let http = try LoopbackPort.free()
+        var env = ProcessInfo.processInfo.environment
+        env["AVGRAPH_KEYS"] = nil
+        let run = try BackgroundRun(["run", dir + "/p.pipe", "--events", "json", "--http", "127.0.0.1:\(http)"], cwd: dir, environment: env)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        // The card from 4 s on, off at 7 s (the recording keeps it to the phone's keyframe at
+        // 8 s; the preview shows what privacy let through: the phone's pictures from 7 s).
+        let card = (on: 4.0, off: 7.0)
+        let publisher = try Tool.start([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone",
+                                        "--privacy", "4000ms:3000ms"])
+        defer { publisher.stop() }
+        var previews: [(time: Double, gray: [UInt8])] = []
+        while publisher.process.isRunning {
+            usleep(600_000)
+            let headers = dir + "/headers.txt", jpeg = dir + "/preview.jpg"
+            let code = try CLI.shell(["curl", "-s", "--max-time", "5", "-D", headers, "-o", jpeg, "-w", "%{http_code}",
+                                      "http://127.0.0.1:\(http)/api/preview.jpg"])
+            guard code == "200" else { continue }
+            let named = try String(contentsOfFile: headers, encoding: .utf8).split(separator: "\r\n")
+                .first { $0.lowercased().hasPrefix("x-avgraph-media-time:") }
+            guard let time = named.flatMap({ Double($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }) else { continue }
+            previews.append((time, [UInt8](try CLI.capture(["ffmpeg", "-v", "error", "-i", jpeg, "-vf", "scale=90:160",
+                                                           "-pix_fmt", "gray", "-f", "rawvideo", "-"]))))
+        }
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        XCTAssertEqual(Self.videoBytes(run, node: "src"), 0, "the source decoded no picture itself")
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
+        XCTAssertEqual(account["encoded"] as? Int, 120, "the card span alone: the preview's pictures were decoded for it, not encoded")
+
+        let original = try HlsWitness.grayPictures(flv, width: 90, height: 160)
+        let cardPicture = try XCTUnwrap(HlsWitness.grayPictures(dir + "/out.mp4", width: 90, height: 160).dropFirst(150).first)
+        let hidden = previews.filter { $0.time >= card.on && $0.time < card.off - 0.1 }
+        let shown = previews.filter { ($0.time < card.on - 0.1 || $0.time >= card.off + 0.1) && Int(($0.time * 30).rounded()) < original.count }
+        print("preview: \(previews.count) pictures, \(hidden.count) in the card span, at \(previews.map { String(format: "%.2f", $0.time) })")
+        XCTAssertGreaterThanOrEqual(shown.count, 4, "previews of the phone's pictures")
+        XCTAssertGreaterThanOrEqual(hidden.count, 2, "previews inside the card span")
+        for p in shown {
+            let k = Int((p.time * 30).rounded())
+            let d = Self.meanDistance(p.gray, original[k])
+            XCTAssertLessThan(d, 6, "the preview at \(p.time) s is the phone's picture \(k)")
+            if k + 3 < original.count { XCTAssertLessThan(d, Self.meanDistance(p.gray, original[k + 3]), "at its own place, not three later") }
+        }
+        for p in hidden { XCTAssertLessThan(Self.meanDistance(p.gray, cardPicture), 6, "the preview at \(p.time) s is the card") }
+    }
 }
+
