@@ -2,7 +2,8 @@ import AVGraphTesting
 import Foundation
 import XCTest
 
-/// What `h264 passthrough: auto` does with a phone it cannot splice.
+/// `h264 passthrough: auto` at its edges: a phone it cannot splice, one that starts behind its
+/// card, and the preview of a run whose source decodes nothing.
 extension PassthroughTests {
     /// A phone whose encoder uses B-frames sends pictures out of order: its packets cannot be
     /// forwarded one picture at a time, so the source decodes every picture (saying so once) and
@@ -126,6 +127,45 @@ extension PassthroughTests {
             if k + 3 < original.count { XCTAssertLessThan(d, Self.meanDistance(p.gray, original[k + 3]), "at its own place, not three later") }
         }
         for p in hidden { XCTAssertLessThan(Self.meanDistance(p.gray, cardPicture), 6, "the preview at \(p.time) s is the card") }
+    }
+
+    /// A phone that starts behind its card (the broadcast began on a password screen): the first
+    /// picture the encoder meets is the card, which tells the source's stream all the same, so the
+    /// card is ours from the first picture and the phone's packets follow from its keyframe after
+    /// the switch went off (was: every picture encoded for the whole run).
+    func testAPhoneThatStartsBehindItsCardIsPassedOnAfterIt() throws {
+        let seconds = 10
+        let (dir, flv, port, assets) = try Self.phoneScene(seconds: seconds)
+        CLI.write("""
+        pipeline: starts-hidden
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
+          audio:   {type: aac, in: src.audio}
+          out:     {type: file, in: [video, audio], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        let run = try startListening(dir + "/p.pipe", in: dir)
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone",
+                                    "--privacy", "0ms:3000ms"], timeout: 40)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's stream")
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
+        XCTAssertEqual(account["encoded"] as? Int, 120, "the card to the phone's keyframe at 4 s")
+        XCTAssertEqual(account["passed"] as? Int, seconds * 30 - 120)
+        let recording = dir + "/out.mp4"
+        let spans = try assertSpliced(recording, source: flv, switches: [(0, 90)], pictures: seconds * 30)
+        XCTAssertEqual(spans.map { "\($0.0)..<\($0.1)" }, ["0..<120"])
+        let shown = try HlsWitness.grayPictures(recording, width: 90, height: 160)
+        let original = try HlsWitness.grayPictures(flv, width: 90, height: 160)
+        XCTAssertEqual(shown.count, seconds * 30)
+        for k in 0..<min(shown.count, original.count) {
+            let d = Self.meanDistance(shown[k], original[k])
+            if k < 120 { XCTAssertGreaterThan(d, 8, "picture \(k) is hidden") } else { XCTAssertEqual(d, 0, "picture \(k) is the phone's") }
+        }
+        try assertPlaysEverywhere(recording, pictures: seconds * 30, browser: false)
     }
 }
 

@@ -16,6 +16,10 @@ public final class Frame: @unchecked Sendable {
     public var privacy: PrivacyMark?
     /// The network source's compressed packet these pixels are, while they are unchanged.
     public var source: SourcePicture?
+    /// The network source's picture that this one stands in for (a privacy card over it): an
+    /// encoder that splices learns the source's stream from it when a card is the first picture
+    /// it meets, so a phone that starts behind its card still has its own pictures passed on.
+    public var covers: SourcePicture?
 
     public init(owning av: UnsafeMutablePointer<AVFrame>, timeBase: Rational, orientation: Orientation = .up) {
         self.av = av
@@ -40,6 +44,7 @@ public final class Frame: @unchecked Sendable {
         copy.emittedAt = emittedAt
         copy.privacy = privacy
         copy.source = source
+        copy.covers = covers
         return copy
     }
 

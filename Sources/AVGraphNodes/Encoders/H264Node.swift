@@ -401,8 +401,9 @@ public final class H264Node: Filter, Node {
         func refuse(_ why: String) {
             out.warning("passthrough: \(why); every picture is encoded")
         }
-        guard let source = frame.source else {
-            return refuse("the first picture is not a network source's own (a card, a turned or resized picture, or not from rtmp)")
+        // A card over the source's first picture (a phone that starts behind it) tells the source's stream too.
+        guard let source = frame.source ?? frame.covers else {
+            return refuse("the first picture is not a network source's own (a turned or resized picture, a source that decodes every picture, or not from rtmp)")
         }
         guard source.codec == "h264", let theirs = AvcConfiguration(source.configuration.bytes) else {
             return refuse("the source sends \(source.codec), not H.264 with an avcC record")

@@ -109,6 +109,7 @@ final class PrivacyNode: Filter, Node {
         shown.av.pointee.pkt_duration = frame.av.pointee.pkt_duration
         shown.orientation = .up
         shown.emittedAt = frame.emittedAt
+        shown.covers = frame.source ?? frame.covers
         out.emit(shown)
     }
 }
