@@ -5,6 +5,18 @@ import XCTest
 /// `h264 passthrough: auto` at its edges: a phone it cannot splice, one that starts behind its
 /// card, and the preview of a run whose source decodes nothing.
 extension PassthroughTests {
+    /// The phone on `port` behind a privacy card into a passthrough `h264` (and `aac`), recorded to out.mp4.
+    static func writeCardPipe(_ name: String, port: Int, assets: String, encoder: String = "", audio: Bool = true, to path: String) {
+        CLI.write("""
+        pipeline: \(name)
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, \(encoder.isEmpty ? "" : encoder + ", ")queue: {size: 60}}
+        \(audio ? "  audio:   {type: aac, in: src.audio}\n" : "")  out:     {type: file, in: [video\(audio ? ", audio" : "")], path: out.mp4}
+        """, to: path)
+    }
+
     /// A phone whose encoder uses B-frames sends pictures out of order: its packets cannot be
     /// forwarded one picture at a time, so the source decodes every picture (saying so once) and
     /// the encoder encodes them all (saying why); the recording is still every picture, in
@@ -19,15 +31,7 @@ extension PassthroughTests {
                            "-b:v", "2500k", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", flv])
         let port = try LoopbackPort.free()
         let assets = CLI.packageRoot + "/assets"
-        CLI.write("""
-        pipeline: bframes
-        nodes:
-          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
-          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
-          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, crf: 18, queue: {size: 60}}
-          audio:   {type: aac, in: src.audio}
-          out:     {type: file, in: [video, audio], path: out.mp4}
-        """, to: dir + "/p.pipe")
+        Self.writeCardPipe("bframes", port: port, assets: assets, encoder: "crf: 18", to: dir + "/p.pipe")
         let run = try startListening(dir + "/p.pipe", in: dir)
         let span = (on: 90, off: 200)
         let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone",
@@ -75,14 +79,7 @@ extension PassthroughTests {
     func testThePreviewShowsAPassthroughRunsPicturesDecodedOnRequest() throws {
         let seconds = 10
         let (dir, flv, port, assets) = try Self.phoneScene(seconds: seconds)
-        CLI.write("""
-        pipeline: passthrough-preview
-        nodes:
-          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
-          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
-          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
-          out:     {type: file, in: [video], path: out.mp4}
-        """, to: dir + "/p.pipe")
+        Self.writeCardPipe("passthrough-preview", port: port, assets: assets, audio: false, to: dir + "/p.pipe")
         let http = try LoopbackPort.free()
         var env = ProcessInfo.processInfo.environment
         env["AVGRAPH_KEYS"] = nil
@@ -136,15 +133,7 @@ extension PassthroughTests {
     func testAPhoneThatStartsBehindItsCardIsPassedOnAfterIt() throws {
         let seconds = 10
         let (dir, flv, port, assets) = try Self.phoneScene(seconds: seconds)
-        CLI.write("""
-        pipeline: starts-hidden
-        nodes:
-          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
-          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
-          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
-          audio:   {type: aac, in: src.audio}
-          out:     {type: file, in: [video, audio], path: out.mp4}
-        """, to: dir + "/p.pipe")
+        Self.writeCardPipe("starts-hidden", port: port, assets: assets, to: dir + "/p.pipe")
         let run = try startListening(dir + "/p.pipe", in: dir)
         let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone",
                                     "--privacy", "0ms:3000ms"], timeout: 40)
