@@ -144,6 +144,14 @@ extension PassthroughTests {
         let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
         XCTAssertEqual(account["encoded"] as? Int, 120, "the card to the phone's keyframe at 4 s")
         XCTAssertEqual(account["passed"] as? Int, seconds * 30 - 120)
+        // The same figures in the last stats and in eos, by node.
+        let eos = try XCTUnwrap(run.events.last { $0["event"] as? String == "eos" })
+        let atEnd = try XCTUnwrap((eos["figures"] as? [String: [String: Double]])?["video"], "\(eos)")
+        XCTAssertEqual(atEnd["passed_through"], Double(seconds * 30 - 120))
+        XCTAssertEqual(atEnd["encoded"], 120)
+        let stats = try XCTUnwrap(run.events.last { $0["event"] as? String == "stats" })
+        let videoStats = (stats["nodes"] as? [[String: Any]])?.first { $0["node"] as? String == "video" }
+        XCTAssertEqual(videoStats?["figures"] as? [String: Double], atEnd)
         let recording = dir + "/out.mp4"
         let spans = try assertSpliced(recording, source: flv, switches: [(0, 90)], pictures: seconds * 30)
         XCTAssertEqual(spans.map { "\($0.0)..<\($0.1)" }, ["0..<120"])

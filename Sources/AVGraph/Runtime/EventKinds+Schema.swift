@@ -29,11 +29,15 @@ extension Event.Stats {
                 .list("emitted", of: count, required: false), .list("bytes", of: count, required: false),
                 .list("time", of: EventField.number(), required: false),
                 .string("state", required: false, doc: "a live sink's connection: connecting, sending, reconnecting, failed, ended"),
+                EventField("figures", Self.figuresSchema, required: false,
+                           doc: "what the node reports of itself: h264/aac passthrough's passed_through and encoded, a live sink's reconnects..."),
             ])),
             .number("media_time"), .integer("dropped"), EventField("dropped_by_kind", ["$ref": "#/$defs/kind_counts"]),
             .integer("rss"), .integer("queued_bytes"),
         ]
     }
+    /// A node's own figures: names to numbers.
+    static let figuresSchema: JSONValue = ["type": "object", "additionalProperties": ["type": "number"]]
     public static var node: EventField.Presence { .absent }
     public static var example: Self {
         Self(nodes: [.init(node: "video", queue: [1], dropped: 2, droppedByKind: .init(video: 2, audio: 0), emitted: [3], bytes: [4], time: [0.5])],
@@ -89,12 +93,14 @@ extension Event.EndOfStream {
                 .list("nodes", of: EventField.object([.string("node"), EventField("seconds", seconds)])),
             ]), required: false, doc: "CPU seconds (user+system): the whole process, and each node's own thread "
                 + "(threads a node starts itself, such as an encoder's, count only in process)"),
+            EventField("figures", ["type": "object", "additionalProperties": Event.Stats.figuresSchema], required: false,
+                       doc: "each node's own figures at the end, by node name (as in stats): h264 passthrough's passed_through and encoded..."),
         ]
     }
     public static var node: EventField.Presence { .absent }
     public static var example: Self {
         Self(mediaTime: 3, peakRSS: 62_914_560, reason: "end", sinks: [.init(node: "out", bytes: 912_000, mediaDuration: 3, frames: 90)],
-             cpu: CPU(process: 1.9, nodes: [NodeCPU(node: "video", seconds: 1.2)]))
+             cpu: CPU(process: 1.9, nodes: [NodeCPU(node: "video", seconds: 1.2)]), figures: ["video": ["passed_through": 519, "encoded": 381]])
     }
 }
 

@@ -53,7 +53,10 @@ extension Event {
             public var time: [Double]?
             /// What the node reported of itself (`Outlet.report(state:)`): a live sink's connection state.
             public var state: String?
-            enum CodingKeys: String, CodingKey { case node, queue, dropped, droppedByKind = "dropped_by_kind", emitted, bytes, time, state }
+            /// Figures the node reports of itself (`Outlet.report`): h264 passthrough's `passed_through`
+            /// and `encoded`, a live sink's `reconnects`... (nil: none).
+            public var figures: [String: Double]?
+            enum CodingKeys: String, CodingKey { case node, queue, dropped, droppedByKind = "dropped_by_kind", emitted, bytes, time, state, figures }
             public init(node: String, queue: [Int], dropped: Int, droppedByKind: KindCounts? = nil,
                         emitted: [Int]? = nil, bytes: [Int]? = nil, time: [Double]? = nil) {
                 self.node = node; self.queue = queue; self.dropped = dropped; self.droppedByKind = droppedByKind
@@ -138,9 +141,13 @@ extension Event {
         public var sinks: [SinkSummary]
         /// Where the run's CPU went: the process, and each node's own thread.
         public var cpu: CPU?
-        enum CodingKeys: String, CodingKey { case mediaTime = "media_time", peakRSS = "peak_rss", reason, sinks, cpu }
-        public init(mediaTime: Double, peakRSS: Int, reason: String, sinks: [SinkSummary], cpu: CPU? = nil) {
+        /// Each node's own figures at the end (`Outlet.report`), by node; nil when no node reports any.
+        public var figures: [String: [String: Double]]?
+        enum CodingKeys: String, CodingKey { case mediaTime = "media_time", peakRSS = "peak_rss", reason, sinks, cpu, figures }
+        public init(mediaTime: Double, peakRSS: Int, reason: String, sinks: [SinkSummary], cpu: CPU? = nil,
+                    figures: [String: [String: Double]]? = nil) {
             self.mediaTime = mediaTime; self.peakRSS = peakRSS; self.reason = reason; self.sinks = sinks; self.cpu = cpu
+            self.figures = figures
         }
 
         /// CPU seconds (user + system). A node's thread leaves out the threads it starts itself

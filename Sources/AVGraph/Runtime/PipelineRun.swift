@@ -341,8 +341,9 @@ public final class PipelineRun: OutletHost, Sendable {
         sayDrops(final: true)
         let (f, reason) = state.withLock { ($0.failure, $0.stopReason) }
         let cpu = Event.EndOfStream.CPU(process: CPUTime.process, nodes: runners.map { .init(node: $0.name, seconds: $0.cpuSeconds) })
+        let figures = Dictionary(uniqueKeysWithValues: s.nodes.compactMap { n in n.figures.map { (n.node, $0) } })
         events.emit(.eos(.init(mediaTime: s.mediaTime, peakRSS: ProcessMemory.peakResidentBytes, reason: reason, sinks: sinkSummaries,
-                               cpu: cpu)))
+                               cpu: cpu, figures: figures.isEmpty ? nil : figures)))
         events.flush()
         if let f { throw f }
     }
@@ -394,6 +395,8 @@ public final class PipelineRun: OutletHost, Sendable {
             var o = Event.Stats.NodeStats(node: r.name, queue: r.inbox.depths, dropped: drops)
             if drops > 0 { o.droppedByKind = byKind }
             o.state = r.outlet.reportedState
+            let figures = r.outlet.reported
+            if !figures.isEmpty { o.figures = figures }
             if !s.counts.isEmpty {
                 o.emitted = s.counts
                 o.bytes = s.bytes
