@@ -118,24 +118,11 @@ final class PassthroughTests: XCTestCase {
     /// `aac passthrough: auto`: the phone's AAC packets go out as they came (not decoded audio
     /// encoded again), in one track an MP4 player decodes, as long as the source's audio. The
     /// phone's audio is mono: the source declares one channel, so it is only re-laid (planar to
-    /// interleaved), not mixed.
+    /// interleaved), not mixed. Nothing reads the samples, so the source decodes only the first
+    /// two frames (to check they are the 1024-sample AAC-LC frames the configuration says) and
+    /// times the others by their packets.
     func testPhoneAudioRecordedAsSent() throws {
-        let dir = CLI.scratch()
-        let flv = dir + "/phone.flv"
-        try Self.phoneClip(flv, seconds: 10)
-        let port = try LoopbackPort.free()
-        CLI.write("""
-        pipeline: aac-passthrough
-        nodes:
-          src:   {type: rtmp, listen: true, idle: 2s, size: 720x1280, audio-channels: 1, url: "rtmp://127.0.0.1:\(port)/live/phone"}
-          video: {type: h264, in: src.video, passthrough: auto, preset: ultrafast}
-          audio: {type: aac, in: src.audio, passthrough: auto}
-          out:   {type: file, in: [video, audio], path: out.mp4}
-        """, to: dir + "/p.pipe")
-        let run = try startListening(dir + "/p.pipe", in: dir)
-        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"], timeout: 40)
-        XCTAssertEqual(publish.status, 0, publish.stderr)
-        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let (dir, flv, run) = try recordPhoneAudio(seconds: 10, sourceChannels: 1)
         let recording = dir + "/out.mp4"
         let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
         XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's audio")
@@ -143,6 +130,12 @@ final class PassthroughTests: XCTestCase {
         let sent = try Self.packetHashes(flv, stream: "0:a:0"), recorded = try Self.packetHashes(recording, stream: "0:a:0")
         XCTAssertGreaterThan(sent.count, 400, "10 s of 48 kHz AAC: 469 packets")
         XCTAssertEqual(recorded, sent, "every audio packet is the phone's, byte for byte, in order")
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" && $0["node"] as? String == "audio" },
+                                    "no passthrough event from aac")
+        XCTAssertEqual(account["passed"] as? Int, sent.count, "every frame sent as the phone's packet")
+        XCTAssertEqual(account["encoded"] as? Int, 0)
+        // Decoded, 469 mono frames would be 1.9 MB of float samples.
+        XCTAssertLessThanOrEqual(Self.audioBytes(run, node: "src") ?? .max, 2 * 4 * 4096, "the source decoded only the first two frames")
         let decode = try Tool.run(["ffmpeg", "-v", "error", "-xerror", "-i", recording, "-map", "0:a", "-f", "null", "-"])
         XCTAssertEqual(decode.status, 0, decode.stderr)
         XCTAssertEqual(decode.stderr.trimmingCharacters(in: .whitespacesAndNewlines), "", "no decode error")
@@ -157,12 +150,66 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(recordedAudio.first! - recordedVideo.first!, sentAudio.first! - sentVideo.first!, accuracy: 0.03)
     }
 
+    /// When the source's audio must be converted (the phone's is mono, the source declares
+    /// stereo), `aac passthrough: auto` encodes every frame: the source, which decoded none itself
+    /// past the first two, decodes each when it converts it, in order, and the sound is the phone's.
+    func testAudioDecodedOnRequestWhenItMustBeConverted() throws {
+        let (dir, flv, run) = try recordPhoneAudio(seconds: 6, sourceChannels: 2)
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        XCTAssertTrue(warnings.contains { $0.contains("passthrough: the audio is not a network source's own AAC") }, "\(warnings)")
+        XCTAssertFalse(warnings.contains { $0.contains("did not decode") }, "\(warnings)")
+        let sent = try Self.packetHashes(flv, stream: "0:a:0").count
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" && $0["node"] as? String == "audio" })
+        XCTAssertEqual(account["passed"] as? Int, 0)
+        XCTAssertEqual(Double(account["encoded"] as? Int ?? 0), Double(sent), accuracy: 2, "every frame encoded")
+
+        let probe = try CLI.probe(dir + "/out.mp4")
+        XCTAssertEqual(CLI.stream(probe, "audio")?["channels"] as? Int, 2)
+        // The phone's 440 Hz tone, whole: no frame lost or garbled.
+        func level(_ path: String) throws -> (rms: Double, peak: Double) {
+            let out = try Tool.run(["ffmpeg", "-v", "info", "-i", path, "-map", "0:a", "-ac", "1", "-af", "astats=measure_overall=RMS_level+Peak_level:measure_perchannel=0",
+                                    "-f", "null", "-"])
+            func value(_ name: String) -> Double {
+                out.stderr.split(separator: "\n").last { $0.contains(name) }.flatMap { Double($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) } ?? .nan
+            }
+            return (value("RMS level dB"), value("Peak level dB"))
+        }
+        let (a, b) = (try level(flv), try level(dir + "/out.mp4"))
+        // Mono spread to stereo may lower the level by 3 dB; the tone's crest (peak over RMS) stays a sine's.
+        XCTAssertEqual(b.rms, a.rms, accuracy: 3.5, "the phone's tone, not silence")
+        XCTAssertEqual(b.peak - b.rms, a.peak - a.rms, accuracy: 0.5, "no click from a frame decoded out of turn")
+    }
+
+    /// The phone's clip (mono AAC) published to `h264` and `aac` with `passthrough: auto`, the
+    /// source declaring `sourceChannels`; the recording is `dir`/out.mp4, the run ended.
+    func recordPhoneAudio(seconds: Int, sourceChannels: Int) throws -> (dir: String, flv: String, run: BackgroundRun) {
+        let (dir, flv, port, _) = try Self.phoneScene(seconds: seconds)
+        CLI.write("""
+        pipeline: aac-passthrough
+        nodes:
+          src:   {type: rtmp, listen: true, idle: 2s, size: 720x1280, audio-channels: \(sourceChannels), url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          video: {type: h264, in: src.video, passthrough: auto, preset: ultrafast}
+          audio: {type: aac, in: src.audio, passthrough: auto}
+          out:   {type: file, in: [video, audio], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        let run = try startListening(dir + "/p.pipe", in: dir)
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"], timeout: 40)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        return (dir, flv, run)
+    }
+
     /// Bytes of pictures `node` emitted on its video output over the run (its last `stats`): 0
     /// when every picture left it undecoded, as its packet alone.
-    static func videoBytes(_ run: BackgroundRun, node: String) -> Int? {
+    static func videoBytes(_ run: BackgroundRun, node: String) -> Int? { emittedBytes(run, node: node, output: 0) }
+
+    /// The same for its audio output: what the source decoded of the audio.
+    static func audioBytes(_ run: BackgroundRun, node: String) -> Int? { emittedBytes(run, node: node, output: 1) }
+
+    private static func emittedBytes(_ run: BackgroundRun, node: String, output: Int) -> Int? {
         let stats = run.events.last { $0["event"] as? String == "stats" }
         let entry = (stats?["nodes"] as? [[String: Any]])?.first { $0["node"] as? String == node }
-        return (entry?["bytes"] as? [Int])?.first
+        return (entry?["bytes"] as? [Int]).flatMap { $0.indices.contains(output) ? $0[output] : nil }
     }
 
     /// An encoder that cannot splice (the phone's pictures are not its size) encodes every picture:

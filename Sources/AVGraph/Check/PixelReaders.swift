@@ -4,13 +4,23 @@ extension CheckedPipeline {
     /// each raw video output of the nodes on the way (one may pass the pictures on as they came).
     /// An output nothing reads qualifies; the preview decodes what it shows itself.
     func pixelsOnRequest(node: String, output: Int) -> Bool {
+        mediaOnRequest(node: node, output: output, kind: .rawVideo) { $0.readsPixels(input: $1, options: $2) }
+    }
+
+    /// The same for audio frames without samples (`NodeSetup.samplesOnRequest`, `Node.readsSamples`).
+    func samplesOnRequest(node: String, output: Int) -> Bool {
+        mediaOnRequest(node: node, output: output, kind: .rawAudio) { $0.readsSamples(input: $1, options: $2) }
+    }
+
+    private func mediaOnRequest(node: String, output: Int, kind: MediaKind,
+                                reads: (any Node.Type, Int, OptionValues) -> Bool) -> Bool {
         var visited: Set<String> = []
         func onRequest(_ node: String, _ output: Int) -> Bool {
             guard visited.insert("\(node).\(output)").inserted else { return true }
             for consumer in nodes {
                 for (i, input) in consumer.inputs.enumerated() where input.from == node && input.fromOutput == output {
-                    if consumer.type.readsPixels(input: i, options: consumer.options) { return false }
-                    for (o, format) in consumer.outputs.enumerated() where format.kind == .rawVideo {
+                    if reads(consumer.type, i, consumer.options) { return false }
+                    for (o, format) in consumer.outputs.enumerated() where format.kind == kind {
                         if !onRequest(consumer.name, o) { return false }
                     }
                 }

@@ -81,6 +81,9 @@ public struct NodeSetup: Sendable {
     /// declares `readsPixels` false, so pictures may leave without pixels, decoded only when a
     /// node asks (`Frame.loadPixels`): a network source then forwards packets undecoded.
     public var pixelsOnRequest: [Bool] = []
+    /// The same for audio (`readsSamples`): a network source then times its AAC frames by their
+    /// packets and decodes them only when a node asks (`Frame.loadSamples`).
+    public var samplesOnRequest: [Bool] = []
     /// The running pipeline's name (a `socket` source names its default socket after it); empty in a harness.
     public var pipelineName = ""
 
@@ -130,6 +133,11 @@ public protocol Node: NodeHooks, SendableMetatype {
     /// calls `loadPixels()` on those it looks into; the pictures it emits on a raw video output
     /// reach its consumers, which are asked the same (`NodeSetup.pixelsOnRequest`).
     static func readsPixels(input: Int, options: OptionValues) -> Bool
+    /// Whether this node reads the samples of every audio frame on input `input` (the default).
+    /// One that does not (an encoder sending the source's own packets on) takes frames whose
+    /// samples are not decoded yet (`Frame.awaitsSamples`) and calls `loadSamples()` on those it
+    /// uses (`NodeSetup.samplesOnRequest`).
+    static func readsSamples(input: Int, options: OptionValues) -> Bool
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -145,6 +153,7 @@ extension Node {
     public static var coversPictures: Bool { false }
     public static var events: [any NodeEvent.Type] { [] }
     public static func readsPixels(input: Int, options: OptionValues) -> Bool { true }
+    public static func readsSamples(input: Int, options: OptionValues) -> Bool { true }
 
     /// The role, from the class the type derives from.
     public static var role: NodeRole {

@@ -47,9 +47,11 @@ public final class ConditionLock<State>: @unchecked Sendable {
     /// Changes the state and wakes every waiting thread to look at it again.
     public func withLockWakingAll<R>(_ body: (inout sending State) throws -> sending R) rethrows -> sending R {
         pthread_mutex_lock(mutex)
+        // Woken once the mutex is let go: a waiter woken while it is held wakes only to sleep on
+        // the mutex and be woken again (two switches a hand-over, and the lock contended).
         defer {
-            pthread_cond_broadcast(condition)
             pthread_mutex_unlock(mutex)
+            pthread_cond_broadcast(condition)
         }
         return try body(&state)
     }
@@ -67,17 +69,22 @@ public final class ConditionLock<State>: @unchecked Sendable {
         _ attempt: (inout sending State) throws -> sending R?
     ) rethrows -> sending R? {
         pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        var wakesOthers = false
+        // Others are woken once the mutex is let go (see `withLockWakingAll`).
+        defer {
+            pthread_mutex_unlock(mutex)
+            if wakesOthers { pthread_cond_broadcast(condition) }
+        }
         while true {
             if let result = try attempt(&state) {
-                if wakingOthers(result) { pthread_cond_broadcast(condition) }
+                wakesOthers = wakingOthers(result)
                 return result
             }
             if let deadline {
                 var at = timespec(tv_sec: Int(deadline.rounded(.down)), tv_nsec: Int((deadline - deadline.rounded(.down)) * 1e9))
                 if pthread_cond_timedwait(condition, mutex, &at) == ETIMEDOUT {
                     let result = try attempt(&state)
-                    if let result, wakingOthers(result) { pthread_cond_broadcast(condition) }
+                    if let result { wakesOthers = wakingOthers(result) }
                     return result
                 }
             } else {

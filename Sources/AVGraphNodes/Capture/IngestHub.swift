@@ -491,12 +491,17 @@ final class IngestEmitter {
                 while let tail = try old.convert(nil) { pts = emitSamples(tail, pad: pad, at: pts, out) }
             }
         }
-        if shape != target {
+        let relaidOnly = shape.rate == target.rate && shape.channels == target.channels
+        // Samples still to decode (no node reads them) that would only be re-laid go on as they
+        // are: whoever decodes them takes them as the decoder lays them out.
+        if shape != target && !(relaidOnly && input.awaitsSamples) {
+            // A frame that does not decode is left out, as a decoding source skips a damaged packet.
+            do { try input.loadSamples() } catch { return }
             if resamplers[pad] == nil { resamplers[pad] = try Resampler(from: shape, to: target) }
             guard let converted = try resamplers[pad]!.convert(input) else { return }
             // Only the sample layout changed: the same samples, so still the network source's
             // packet (what `aac passthrough: auto` sends on).
-            if shape.rate == target.rate, shape.channels == target.channels, converted.sampleCount == input.sampleCount {
+            if relaidOnly, converted.sampleCount == input.sampleCount {
                 converted.source = input.source
             }
             frame = converted

@@ -14,8 +14,11 @@ public final class AacNode: Filter, Node {
     static let bitrate = Setting.bitrate("bitrate", 8000...512_000, default: "128k", doc: "target bit rate")
     enum Passthrough: String, CaseIterable, Sendable { case off, auto }
     static let passthrough = Setting.choice("passthrough", default: Passthrough.off,
-        doc: "auto: while the audio reaching this encoder is a network source's (rtmp) own AAC, unchanged (no mixer, no resampling between), its packets go out as they came instead of being decoded audio encoded again; from the first frame that is not, every frame is encoded")
+        doc: "auto: while the audio reaching this encoder is a network source's (rtmp) own AAC, unchanged (no mixer, no resampling between), its packets go out as they came instead of being decoded audio encoded again (when no other node reads the source's audio, the source does not decode it); from the first frame that is not, every frame is encoded")
     public static let options = [bitrate.spec, passthrough.spec]
+    public static let events: [any NodeEvent.Type] = [PassthroughEvent.self]
+    /// Sending the source's packets on needs none of their samples: the source need not decode them.
+    public static func readsSamples(input: Int, options: OptionValues) -> Bool { options[passthrough] != .auto }
     /// Sample rates AAC can signal; anything else is resampled to 48 kHz.
     static let rates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
 
@@ -47,6 +50,10 @@ public final class AacNode: Filter, Node {
     private var forwarding: AacForwarding?
     /// Encoded packets before this pts overlap packets already sent on (the encoder's priming).
     private var encodedFrom = Int64.min
+    /// `passthrough: auto`'s account: frames sent as the source's packets, frames encoded.
+    private let accounts: Bool
+    private var passed = 0
+    private var encoded = 0
 
     public init(_ setup: NodeSetup) throws {
         let f = setup.outputs[0]
@@ -54,7 +61,8 @@ public final class AacNode: Filter, Node {
         fifo = try AudioFifo(format: AV_SAMPLE_FMT_FLTP, channels: f.channels, capacity: 4 * encoder.frameSize)
         pool = try AudioFramePool(format: AV_SAMPLE_FMT_FLTP, channels: f.channels, sampleRate: f.sampleRate, capacity: encoder.frameSize)
         tolerance = 0.02 * Double(f.sampleRate)
-        if setup[Self.passthrough] == .auto { forwarding = AacForwarding() }
+        accounts = setup[Self.passthrough] == .auto
+        if accounts { forwarding = AacForwarding() }
     }
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
@@ -66,6 +74,8 @@ public final class AacNode: Filter, Node {
                 sent.av.pointee.duration = Int64(frame.sampleCount)
                 nextPts! += Int64(frame.sampleCount)
                 out.emit(sent)
+                passed += 1
+                out.report("passed_through", Double(passed))
                 return
             }
             // Encoding from here on, continuous with what was sent: an AAC encoder's first packet
@@ -73,6 +83,11 @@ public final class AacNode: Filter, Node {
             if let why = forwarding.refusal { out.warning("passthrough: \(why); the audio is encoded from \(frame.seconds) s") }
             self.forwarding = nil
             if let nextPts { encodedFrom = nextPts }
+        }
+        do { try frame.loadSamples() } catch {
+            // A source frame that does not decode is left out (the next one after it fills the gap with silence).
+            out.warning("a source audio frame at \(frame.seconds) s to encode did not decode (\(error)); it is left out")
+            return
         }
         let frameShape = AudioShape(rate: frame.sampleRate, channels: frame.channels, format: frame.sampleFormat)
         if frameShape != inputShape {
@@ -120,7 +135,15 @@ public final class AacNode: Filter, Node {
         let frame = try pool.frame(samples: n, pts: nextPts ?? 0)
         try fifo.read(into: frame)
         nextPts = frame.pts + Int64(n)
-        for packet in try encoder.encode(frame) where packet.pts >= encodedFrom { out.emit(packet) }
+        emitEncoded(try encoder.encode(frame), out)
+    }
+
+    private func emitEncoded(_ packets: [Packet], _ out: Outlet) {
+        for packet in packets where packet.pts >= encodedFrom {
+            out.emit(packet)
+            encoded += 1
+        }
+        if accounts { out.report("encoded", Double(encoded)) }
     }
 
     /// Where a packet sent on belongs (encoder samples): next to the last one while the source
@@ -140,7 +163,10 @@ public final class AacNode: Filter, Node {
         try drainResampler()
         try encodeFull(out)
         if fifo.count > 0 { try encodeChunk(fifo.count, out) }
-        for packet in try encoder.encode(nil) where packet.pts >= encodedFrom { out.emit(packet) }
+        emitEncoded(try encoder.encode(nil), out)
+        if accounts {
+            out.event(PassthroughEvent(passed: passed, encoded: encoded, spans: encoded > 0 ? 1 : 0, maxOverstay: 0))
+        }
     }
 }
 

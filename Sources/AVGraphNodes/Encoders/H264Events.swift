@@ -20,13 +20,13 @@ public struct LatencyEvent: NodeEvent, Equatable {
     public var text: String { String(format: "latency p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d frames)", p50, p99, max, count) }
 }
 
-/// `passthrough: auto` at the end of the run: pictures sent on as the source's own packets,
-/// pictures encoded, spans of ours spliced in, and the longest a card stayed on after the
-/// source's pictures came back (until the source's next keyframe).
+/// `passthrough: auto` at the end of the run: pictures (`h264`) or audio frames (`aac`) sent on
+/// as the source's own packets, those encoded, spans of ours spliced in, and the longest a card
+/// stayed on after the source's pictures came back (until the source's next keyframe; 0 for `aac`).
 public struct PassthroughEvent: NodeEvent, Equatable {
     public static let eventName = "passthrough"
-    public static let summary = "passthrough: auto at the end of the run: pictures sent as the source's own packets, pictures encoded, "
-        + "spans of ours, the longest card overstay (s)."
+    public static let summary = "passthrough: auto at the end of the run: pictures (h264) or audio frames (aac) sent as the source's own "
+        + "packets, those encoded, spans of ours, the longest card overstay (s)."
     public static var fields: [EventField] {
         [.integer("passed"), .integer("encoded"), .integer("spans"), .number("max_overstay", minimum: 0)]
     }
@@ -42,7 +42,7 @@ public struct PassthroughEvent: NodeEvent, Equatable {
     }
 
     public var text: String {
-        String(format: "passthrough: %d pictures sent as the source's, %d encoded (%d spans; card overstay at most %.2f s)",
+        String(format: "passthrough: %d sent as the source's packets, %d encoded (%d spans; card overstay at most %.2f s)",
                passed, encoded, spans, maxOverstay)
     }
 }

@@ -42,6 +42,11 @@ extension NetworkReader {
                         note(.warning("the stream from \(shownURL) reorders its pictures (B-frames): every picture is decoded from here on"))
                         try push(c, pad)
                     }
+                    if pad == 1, let pending = c.samplesOnRequest?.pending(packet) {
+                        let (time, sent) = c.stamp(pts: packet.pointee.pts, duration: pending.duration, pad: 1)
+                        hub.pushDecoded(pending.frame, pad: 1, time: time, sent: sent, session: c.session, cancel: cancel)
+                        continue
+                    }
                     c.keepSourcePacket(packet, pad: pad)
                     try c.decoders[pad]?.send(packet)
                     try push(c, pad)
@@ -64,7 +69,7 @@ extension NetworkReader {
         let timeBase = c.timeBases[pad]
         while let av = try decoder.receive() {
             // A display orientation SEI holds for the pictures after it until the next one says otherwise.
-            if pad == 0 { c.orientation = Self.orientation(av, c.orientation) }
+            if pad == 0 { c.orientation = Self.orientation(av, c.orientation) } else { c.samplesOnRequest?.check(av) }
             let frame = Frame(owning: av, timeBase: timeBase, orientation: pad == 0 ? c.orientation : .up)
             frame.source = c.sourcePacket(pts: av.pointee.pts, pad: pad)
             var pts = av.pointee.best_effort_timestamp
@@ -104,6 +109,8 @@ final class SessionDecoding {
     private var waiting: [[Int64: SourcePicture]] = [[:], [:]]
     /// Video not decoded here: pictures go out pending, decoded when a node asks (nil: decoded here).
     private(set) var picturesOnRequest: PicturesOnRequest?
+    /// Audio not decoded here once its first frames are checked (nil: decoded here).
+    let samplesOnRequest: SamplesOnRequest?
     /// Makes the video decoder, should the session have to decode every picture after all.
     private let videoDecoder: (EncodedStream) throws -> Decoder
     /// The packets since the last keyframe, which pending pictures are decoded from.
@@ -115,6 +122,7 @@ final class SessionDecoding {
 
     init(session: Int, connectedAt: Double, decoders: [Decoder?], timeBases: [Rational], orientation: Orientation,
          video: EncodedStream? = nil, audio: EncodedStream? = nil, picturesOnRequest: PicturesOnRequest? = nil,
+         samplesOnRequest: SamplesOnRequest? = nil,
          videoDecoder: @escaping (EncodedStream) throws -> Decoder = { _ in throw MediaError("no video decoder") }) {
         self.session = session
         self.connectedAt = connectedAt
@@ -124,6 +132,7 @@ final class SessionDecoding {
         streams = [video, audio]
         configurations = streams.map { $0.map { SourceConfiguration(bytes: $0.extradata) } }
         self.picturesOnRequest = picturesOnRequest
+        self.samplesOnRequest = samplesOnRequest
         self.videoDecoder = videoDecoder
     }
 

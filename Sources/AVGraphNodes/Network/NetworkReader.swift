@@ -151,13 +151,15 @@ final class NetworkReader: Sendable {
         let video = videoIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedVideo) }
         let maxPixels = input.maxSize.width * input.maxSize.height
         let onRequest = video.flatMap { input.pixelsOnRequest && PicturesOnRequest.takes($0) ? PicturesOnRequest(stream: $0, maxPixels: maxPixels) : nil }
+        let audio = audioIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedAudio) }
         let decoding = SessionDecoding(
             session: session, connectedAt: connectedAt, decoders: [onRequest == nil ? try decoder(videoIndex) : nil, try decoder(audioIndex)],
             timeBases: [videoIndex, audioIndex].map { $0.map { demuxer.timeBase($0) } ?? Rational(1, 1) },
             orientation: videoIndex.map { demuxer.orientation($0) } ?? .up,
             video: video,
-            audio: audioIndex.map { EncodedStream(copying: demuxer.parameters($0), timeBase: demuxer.timeBase($0), kind: .encodedAudio) },
+            audio: audio,
             picturesOnRequest: onRequest,
+            samplesOnRequest: audio.flatMap { input.samplesOnRequest && $0.codecName == "aac" ? SamplesOnRequest(stream: $0, session: session) : nil },
             videoDecoder: { try Decoder(parameters: $0.parameters, timeBase: $0.timeBase, threads: NetworkReader.decoderThreads, maxPixels: maxPixels) })
         backlog.begin(decoding)
         let packet = av_packet_alloc()!

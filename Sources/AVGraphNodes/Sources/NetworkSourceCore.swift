@@ -31,6 +31,7 @@ final class NetworkSourceCore {
     init(_ setup: NodeSetup, input given: NetworkInput) {
         var input = given
         input.pixelsOnRequest = setup.pixelsOnRequest.first ?? false
+        input.samplesOnRequest = setup.samplesOnRequest.count > 1 && setup.samplesOnRequest[1]
         // A decoded picture refused when the queue stays full breaks no reference chain: drop the newest.
         hub = IngestHub(videoCapacity: setup[NetworkSourceOptions.buffer], audioCapacity: setup[IngestOptions.audioBuffer], policy: .newest,
                         privacy: input.privacy)

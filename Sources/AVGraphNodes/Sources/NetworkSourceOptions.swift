@@ -60,6 +60,9 @@ struct NetworkInput {
     /// No node downstream reads every picture (`NodeSetup.pixelsOnRequest`): H.264 goes out as
     /// pictures still to decode, decoded only when a node asks (`PicturesOnRequest`).
     var pixelsOnRequest = false
+    /// No node downstream reads every audio frame's samples (`NodeSetup.samplesOnRequest`): AAC-LC
+    /// goes out as frames still to decode, timed by their packets (`SamplesOnRequest`).
+    var samplesOnRequest = false
     /// The publisher's in-band switches come in the FLV's data tags (a stream `avgraph serve`
     /// relays), not from a listener of this source's own.
     var privacyInTags = false
