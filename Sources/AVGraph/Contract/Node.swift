@@ -81,6 +81,9 @@ public struct NodeSetup: Sendable {
     /// declares `readsPixels` false, so pictures may leave without pixels, decoded only when a
     /// node asks (`Frame.loadPixels`): a network source then forwards packets undecoded.
     public var pixelsOnRequest: [Bool] = []
+    /// Per output: the orientation tag of its pictures reaches every viewer as a display matrix
+    /// (`OrientationHandling`), so pictures may leave unturned, tag kept (`orient` then turns nothing).
+    public var orientationCarried: [Bool] = []
     /// The running pipeline's name (a `socket` source names its default socket after it); empty in a harness.
     public var pipelineName = ""
 
@@ -130,6 +133,8 @@ public protocol Node: NodeHooks, SendableMetatype {
     /// calls `loadPixels()` on those it looks into; the pictures it emits on a raw video output
     /// reach its consumers, which are asked the same (`NodeSetup.pixelsOnRequest`).
     static func readsPixels(input: Int, options: OptionValues) -> Bool
+    /// What this node does with the orientation tag of the pictures on input `input`.
+    static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -145,6 +150,7 @@ extension Node {
     public static var coversPictures: Bool { false }
     public static var events: [any NodeEvent.Type] { [] }
     public static func readsPixels(input: Int, options: OptionValues) -> Bool { true }
+    public static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling { .needsUpright }
 
     /// The role, from the class the type derives from.
     public static var role: NodeRole {
