@@ -94,6 +94,67 @@ extension PassthroughTests {
         XCTAssertLessThan(worstCard, 6, "the card stands upright too")
     }
 
+    /// The phone turned mid-stream: 5 s of portrait stored turned a quarter (SEI: 270), then 5 s
+    /// of landscape stored upside down (SEI: 180), one stream under the same parameter sets. The
+    /// track keeps the first orientation's display matrix: from the change on, each picture is
+    /// stood up, fitted into the portrait picture (bars above and below) and turned back, so
+    /// encoded, with one warning; the first part is the phone's packets byte for byte.
+    func testTurnedPhoneTurningMidStreamKeepsTheFirstMatrixAndEncodesFromTheChange() throws {
+        let dir = CLI.scratch()
+        let part = { (name: String, picture: String, rotate: Int) in
+            _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "\(picture),drawbox=x=0:y=0:w=160:h=160:c=white:t=fill,\(rotate == 270 ? "transpose=cclock" : "hflip,vflip")",
+                               "-c:v", "libx264", "-preset", "ultrafast", "-profile:v", "main", "-g", "\(Self.gop)", "-keyint_min", "\(Self.gop)",
+                               "-sc_threshold", "0", "-bf", "0", "-b:v", "2500k", "-pix_fmt", "yuv420p",
+                               "-bsf:v", "h264_metadata=display_orientation=insert:rotate=\(rotate)", "-f", "h264", dir + "/" + name])
+        }
+        try part("a.h264", "testsrc2=s=720x1280:r=30:d=5", 270)
+        try part("b.h264", "testsrc2=s=1280x720:r=30:d=5", 180)
+        var stream = try Data(contentsOf: URL(fileURLWithPath: dir + "/a.h264"))
+        stream.append(try Data(contentsOf: URL(fileURLWithPath: dir + "/b.h264")))
+        try stream.write(to: URL(fileURLWithPath: dir + "/ab.h264"))
+        let flv = dir + "/phone.flv"
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-framerate", "30", "-i", dir + "/ab.h264", "-f", "lavfi", "-i", "sine=f=440:r=48000:d=10",
+                           "-c:v", "copy", "-c:a", "aac", "-shortest", flv])
+        let port = try LoopbackPort.free()
+        CLI.write("""
+        pipeline: passthrough-turning
+        nodes:
+          src:   {type: rtmp, listen: true, idle: 2s, size: 1280x720, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          up:    {type: orient, in: src.video}
+          video: {type: h264, in: up, passthrough: auto, preset: ultrafast, queue: {size: 60}}
+          audio: {type: aac, in: src.audio}
+          out:   {type: file, in: [video, audio], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        let run = try startListening(dir + "/p.pipe", in: dir)
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"], timeout: 40)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let recording = dir + "/out.mp4"
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        XCTAssertEqual(warnings.filter { $0.contains("orientation changed at 5") }.count, 1, "\(warnings)")
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
+        XCTAssertEqual(account["passed"] as? Int, 150)
+        XCTAssertEqual(account["encoded"] as? Int, 150)
+        try assertSpliced(recording, source: flv, switches: [(150, 300)], pictures: 300)
+        let video = try XCTUnwrap(CLI.stream(try CLI.probe(recording), "video"))
+        let sideData = (video["side_data_list"] as? [[String: Any]]) ?? []
+        XCTAssertEqual((sideData.first { $0["side_data_type"] as? String == "Display Matrix" }?["rotation"] as? Int).map(abs), 90, "\(sideData)")
+
+        // As a player shows it: portrait throughout; the landscape part fitted in, upright, bars above and below.
+        let size = (w: 90, h: 160)
+        let shown = try HlsWitness.grayPictures(recording, width: size.w, height: size.h)
+        let landscape = try CLI.capture(["ffmpeg", "-v", "error", "-noautorotate", "-i", dir + "/b.h264", "-vf",
+                                         "hflip,vflip,scale=720:-2,pad=720:1280:0:(oh-ih)/2", "-s", "\(size.w)x\(size.h)", "-pix_fmt", "gray", "-f", "rawvideo", "-"])
+        let n = size.w * size.h
+        let expected = stride(from: 0, to: landscape.count - n + 1, by: n).map { [UInt8](landscape[$0..<$0 + n]) }
+        XCTAssertEqual(shown.count, 300)
+        XCTAssertEqual(expected.count, 150)
+        var worst = 0.0
+        for k in 150..<min(shown.count, 300) { worst = max(worst, Self.meanDistance(shown[k], expected[k - 150])) }
+        print("turning mid-stream: worst distance of the turned, fitted part to the landscape picture stood up \(worst)")
+        XCTAssertLessThan(worst, 8, "the landscape pictures stand upright, fitted into the portrait track")
+    }
+
     /// `check` says per `orient` whether its pictures stay as sent: an `hls` sink or an `rtmp`
     /// push cannot carry a display matrix, so there the pictures are turned (and encoded).
     func testCheckSaysWhereTheOrientationIsTurnedInstead() throws {
