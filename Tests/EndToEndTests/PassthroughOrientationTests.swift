@@ -38,14 +38,9 @@ extension PassthroughTests {
         let check = try CLI.run(["check", dir + "/p.pipe"])
         XCTAssertEqual(check.status, 0, check.stdout + check.stderr)
         XCTAssertTrue((check.stdout + check.stderr).contains("'up' leaves the pictures as sent: their orientation reaches 'out' as the display matrix"), check.stdout)
-        let run = try startListening(dir + "/p.pipe", in: dir)
         let switches = [(90, 200)]
-        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"]
-            + switches.flatMap { ["--privacy", "\($0.0 * 100 / 3)ms:\(($0.1 - $0.0) * 100 / 3)ms"] }, timeout: 40)
-        XCTAssertEqual(publish.status, 0, publish.stderr)
-        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let (run, warnings) = try record(dir, flv: flv, port: port, switches: switches)
         let recording = dir + "/out.mp4"
-        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
         XCTAssertEqual(warnings, [], "the phone's stream passes, its orientation unchanged")
         let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
         XCTAssertEqual(account["encoded"] as? Int, 240 - 90, "the card span alone is encoded: from the switch to the next keyframe after it")
@@ -125,12 +120,8 @@ extension PassthroughTests {
           audio: {type: aac, in: src.audio}
           out:   {type: file, in: [video, audio], path: out.mp4}
         """, to: dir + "/p.pipe")
-        let run = try startListening(dir + "/p.pipe", in: dir)
-        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"], timeout: 40)
-        XCTAssertEqual(publish.status, 0, publish.stderr)
-        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let (run, warnings) = try record(dir, flv: flv, port: port, switches: [])
         let recording = dir + "/out.mp4"
-        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
         XCTAssertEqual(warnings.filter { $0.contains("orientation changed at 5") }.count, 1, "\(warnings)")
         let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
         XCTAssertEqual(account["passed"] as? Int, 150)
@@ -153,6 +144,17 @@ extension PassthroughTests {
         for k in 150..<min(shown.count, 300) { worst = max(worst, Self.meanDistance(shown[k], expected[k - 150])) }
         print("turning mid-stream: worst distance of the turned, fitted part to the landscape picture stood up \(worst)")
         XCTAssertLessThan(worst, 8, "the landscape pictures stand upright, fitted into the portrait track")
+    }
+
+    /// Runs `dir/p.pipe`, publishes `flv` to it with in-band privacy `switches` (on, off in
+    /// pictures at 30 fps) and waits for both to end; the run and its warnings.
+    private func record(_ dir: String, flv: String, port: Int, switches: [(Int, Int)]) throws -> (BackgroundRun, [String]) {
+        let run = try startListening(dir + "/p.pipe", in: dir)
+        let publish = try Tool.run([CLI.packageRoot + "/scripts/rtmp-publish", flv, "rtmp://127.0.0.1:\(port)/live/phone"]
+            + switches.flatMap { ["--privacy", "\($0.0 * 100 / 3)ms:\(($0.1 - $0.0) * 100 / 3)ms"] }, timeout: 40)
+        XCTAssertEqual(publish.status, 0, publish.stderr)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        return (run, run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String })
     }
 
     /// `check` says per `orient` whether its pictures stay as sent: an `hls` sink or an `rtmp`

@@ -12,7 +12,7 @@ final class OrientNode: Filter, Node {
     static let typeName = "orient"
     static let summary = "upright picture from each frame's orientation tag"
     static let inputs = [PadSpec("video", [.rawVideo])]
-    static let outputs = [PadSpec("video", [.rawVideo], doc: "upright pictures (tag up); size changes when the tag turns the picture")]
+    static let outputs = [PadSpec("video", [.rawVideo], doc: "upright pictures (tag up); size changes when the tag turns the picture. When every node they reach carries the tag as a display matrix (h264 passthrough: auto into an MP4/MOV file), the pictures as they came, the first picture's tag kept for the run (check notes which)")]
     static let override = Setting.orientation("override", doc: "ignore the frames' tags and treat every frame as carrying this one")
     static let options = [override.spec]
     static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling { .turns }
