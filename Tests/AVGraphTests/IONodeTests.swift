@@ -326,7 +326,7 @@ final class IONodeTests: XCTestCase {
 
     func testRotationTagBecomesFrameOrientation() throws {
         // FFmpeg 5.1 stores `rotate=90` as a display matrix that turns the picture 90° counter-clockwise
-        // (ffprobe: rotation=90; ffmpeg's autorotate applies transpose=cclock): the top is on the right.
+        // (ffprobe: rotation=90; ffmpeg's autorotate applies transpose=cclock): `left` (EXIF 8).
         let dir = TestSupport.scratch()
         _ = try TestSupport.shell(["ffmpeg", "-v", "error", "-y", "-i", Self.clip, "-t", "0.5", "-c", "copy",
                                    "-metadata:s:v:0", "rotate=90", dir + "/rotated.mp4"])
@@ -337,7 +337,7 @@ final class IONodeTests: XCTestCase {
             """, in: dir)
         let seen = OrientationRecorder.seen.all
         XCTAssertGreaterThan(seen.count, 10)
-        XCTAssertEqual(Set(seen), ["right"])
+        XCTAssertEqual(Set(seen), ["left"])
     }
 
     func testFailedRunStillLeavesPlayableFile() throws {

@@ -180,6 +180,7 @@ struct Pass {
             warning(bypass.sink.location, bypass.message, hint: "pass it through the privacy node too, or through one of its own")
         }
         warnOverBudget()
+        if result.isValid { result.diagnostics += result.orientationNotes() }
     }
 
     func parse(_ value: PipeValue, _ type: OptionType) -> OptionValue? {

@@ -84,6 +84,9 @@ public struct NodeSetup: Sendable {
     /// The same for audio (`readsSamples`): a network source then times its AAC frames by their
     /// packets and decodes them only when a node asks (`Frame.loadSamples`).
     public var samplesOnRequest: [Bool] = []
+    /// Per output: the orientation tag of its pictures reaches every viewer as a display matrix
+    /// (`OrientationHandling`), so pictures may leave unturned, tag kept (`orient` then turns nothing).
+    public var orientationCarried: [Bool] = []
     /// The running pipeline's name (a `socket` source names its default socket after it); empty in a harness.
     public var pipelineName = ""
 
@@ -138,6 +141,8 @@ public protocol Node: NodeHooks, SendableMetatype {
     /// samples are not decoded yet (`Frame.awaitsSamples`) and calls `loadSamples()` on those it
     /// uses (`NodeSetup.samplesOnRequest`).
     static func readsSamples(input: Int, options: OptionValues) -> Bool
+    /// What this node does with the orientation tag of the pictures on input `input`.
+    static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -154,6 +159,7 @@ extension Node {
     public static var events: [any NodeEvent.Type] { [] }
     public static func readsPixels(input: Int, options: OptionValues) -> Bool { true }
     public static func readsSamples(input: Int, options: OptionValues) -> Bool { true }
+    public static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling { .needsUpright }
 
     /// The role, from the class the type derives from.
     public static var role: NodeRole {

@@ -71,13 +71,20 @@ public final class Muxer {
         avformat_free_context(context)
     }
 
-    /// A new stream described by `parameters`; returns its index.
-    public func addStream(_ parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational) throws -> Int {
+    /// A new stream described by `parameters`; returns its index. `orientation`: written as the
+    /// stream's display matrix (MP4/MOV put it in `tkhd`; containers without one ignore it).
+    public func addStream(_ parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, orientation: Orientation = .up) throws -> Int {
         guard let st = avformat_new_stream(context, nil) else { throw MediaError("out of memory (avformat_new_stream)") }
         try AVFailure.check(avcodec_parameters_copy(st.pointee.codecpar, parameters), "avcodec_parameters_copy")
         // The tag of another container would be wrong here; the muxer picks its own.
         st.pointee.codecpar.pointee.codec_tag = 0
         st.pointee.time_base = timeBase.av
+        if let matrix = orientation.displayMatrix {
+            guard let data = av_stream_new_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, MemoryLayout<Int32>.size * 9) else {
+                throw MediaError("out of memory (display matrix)")
+            }
+            matrix.withUnsafeBytes { data.update(from: $0.bindMemory(to: UInt8.self).baseAddress!, count: $0.count) }
+        }
         return Int(st.pointee.index)
     }
 

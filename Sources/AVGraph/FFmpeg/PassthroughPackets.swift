@@ -61,7 +61,7 @@ extension EncodedStream {
 
     /// This stream described by another configuration record (parameter sets of two encoders in one).
     public func replacingExtradata(_ bytes: [UInt8]) throws -> EncodedStream {
-        let copy = EncodedStream(copying: parameters, timeBase: timeBase, kind: kind, uplink: uplink)
+        let copy = EncodedStream(copying: parameters, timeBase: timeBase, kind: kind, uplink: uplink, orientation: orientation)
         av_free(copy.parameters.pointee.extradata)
         copy.parameters.pointee.extradata = nil
         copy.parameters.pointee.extradata_size = 0
@@ -70,6 +70,11 @@ extension EncodedStream {
         copy.parameters.pointee.extradata = buffer.assumingMemoryBound(to: UInt8.self)
         copy.parameters.pointee.extradata_size = Int32(bytes.count)
         return copy
+    }
+
+    /// This stream with its pictures stored the way `orientation` says.
+    public func replacingOrientation(_ orientation: Orientation) -> EncodedStream {
+        EncodedStream(copying: parameters, timeBase: timeBase, kind: kind, uplink: uplink, orientation: orientation)
     }
 }
 

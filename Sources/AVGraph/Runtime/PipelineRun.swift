@@ -144,6 +144,7 @@ public final class PipelineRun: OutletHost, Sendable {
                 setup.pipelineName = pipeline.settings.name
                 setup.pixelsOnRequest = n.outputs.indices.map { pipeline.pixelsOnRequest(node: n.name, output: $0) }
                 setup.samplesOnRequest = n.outputs.indices.map { pipeline.samplesOnRequest(node: n.name, output: $0) }
+                setup.orientationCarried = n.outputs.indices.map { pipeline.orientationCarried(node: n.name, output: $0) }
                 setup.consumersHide = n.outputs.indices.map { o in
                     let fed = pipeline.nodes.flatMap { c in
                         c.inputs.indices.filter { c.inputs[$0].from == n.name && c.inputs[$0].fromOutput == o }

@@ -46,6 +46,10 @@ public final class H264Node: Filter, Node {
     /// Passthrough looks only at the pictures it encodes: the source's own, sent on as they came,
     /// need not be decoded at all (the network source then leaves them to decode on request).
     public static func readsPixels(input: Int, options: OptionValues) -> Bool { options[passthrough] != .auto }
+    /// Passthrough keeps the source's pictures as sent: its stream declares their orientation tag.
+    public static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling {
+        options[passthrough] == .auto ? .passesOn : .needsUpright
+    }
 
     /// Frames between keyframes: the `gop` option, or 2 seconds' worth at the input's rate.
     static func gopFrames(_ gop: Int?, rate: Rational) -> Int { gop ?? max(1, Int((2 * rate.double).rounded())) }
@@ -332,7 +336,10 @@ public final class H264Node: Filter, Node {
         var shown = frame
         var restart = false
         if splice != nil {
-            if !spliceDecided { try decideSplice(frame, out) }
+            if !spliceDecided {
+                try decideSplice(frame, out)
+                if frame.orientation != .up { stream = stream.replacingOrientation(frame.orientation) }
+            }
             let step = splice!.step(frame)
             out.report("passed_through", Double(splice!.forwarded))
             out.report("encoded", Double(splice!.encoded))

@@ -35,6 +35,12 @@ public final class FileSinkNode: Sink, Node {
     public static let options = [path.spec, faststart.spec, fragmented.spec, overwrite.spec, split.spec, keep.spec, upload.spec]
     public static let events: [any NodeEvent.Type] = [RecordingEvent.self, UploadedEvent.self]
 
+    /// MP4 and MOV write a stream's orientation as its track's display matrix (`tkhd`); the others have none.
+    public static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling {
+        guard let path = options[Self.path], let container = Muxer.formatName(forPath: path), container == "mp4" || container == "mov" else { return .needsUpright }
+        return .carries
+    }
+
     static var extensionsText: String { Muxer.containers.map { ".\($0.ext)" }.joined(separator: ", ") }
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {

@@ -46,7 +46,7 @@ final class RecordingFile {
     /// Adds one stream per input that has one (`streams[i]`) and writes the header.
     func start(streams: [EncodedStream?]) throws {
         for (i, s) in streams.enumerated() {
-            if let s { streamIndex[i] = try muxer.addStream(s.parameters, timeBase: s.timeBase) }
+            if let s { streamIndex[i] = try muxer.addStream(s.parameters, timeBase: s.timeBase, orientation: s.orientation) }
         }
         var options: [String: String] = [:]
         if isMP4 {

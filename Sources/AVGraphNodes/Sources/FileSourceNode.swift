@@ -239,19 +239,20 @@ struct FileProbe {
         // A negative determinant is a mirror; undo it (flip the first column) to read the rotation.
         let mirrored = Int64(m[0]) * Int64(m[4]) - Int64(m[1]) * Int64(m[3]) < 0
         if mirrored { m[0] = -m[0]; m[3] = -m[3]; m[6] = -m[6] }
-        // av_display_rotation_get gives the counter-clockwise angle; players turn clockwise by its negation.
+        // Players turn the stored picture clockwise by the negated av_display_rotation_get (ffmpeg's
+        // autorotate: 90 is transpose=clock), which is what `right` (EXIF 6) means.
         let ccw = av_display_rotation_get(m)
         guard ccw.isFinite else { return .up }
         var clockwise = Int((-ccw).rounded()) % 360
         if clockwise < 0 { clockwise += 360 }
         switch ((clockwise + 45) / 90 % 4, mirrored) {
-        case (1, false): return .left
+        case (1, false): return .right
         case (2, false): return .down
-        case (3, false): return .right
+        case (3, false): return .left
         case (0, true): return .upMirrored
-        case (1, true): return .leftMirrored
+        case (1, true): return .rightMirrored
         case (2, true): return .downMirrored
-        case (3, true): return .rightMirrored
+        case (3, true): return .leftMirrored
         default: return .up
         }
     }

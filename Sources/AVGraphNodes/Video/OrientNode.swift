@@ -5,14 +5,17 @@ import CFFmpeg
 /// OrientationMapping.swift). Upright pictures pass through as the same reference; turned ones
 /// are rewritten once into a pooled picture of the upright size. When everything it feeds stands
 /// pictures upright itself (a `resize`), the turn is left to it: the frame goes on with its tag,
-/// and the turn happens after scaling, on a picture a fraction of the size.
+/// and the turn happens after scaling, on a picture a fraction of the size. When every node the
+/// pictures reach carries the tag to the viewer as a display matrix (an `h264 passthrough: auto`
+/// into an MP4 file), nothing is turned: the pictures go on as sent (`KeptOrientation`).
 final class OrientNode: Filter, Node {
     static let typeName = "orient"
     static let summary = "upright picture from each frame's orientation tag"
     static let inputs = [PadSpec("video", [.rawVideo])]
-    static let outputs = [PadSpec("video", [.rawVideo], doc: "upright pictures (tag up); size changes when the tag turns the picture")]
+    static let outputs = [PadSpec("video", [.rawVideo], doc: "upright pictures (tag up); size changes when the tag turns the picture. When every node they reach carries the tag as a display matrix (h264 passthrough: auto into an MP4/MOV file), the pictures as they came, the first picture's tag kept for the run (check notes which)")]
     static let override = Setting.orientation("override", doc: "ignore the frames' tags and treat every frame as carrying this one")
     static let options = [override.spec]
+    static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling { .turns }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard var f = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
@@ -32,6 +35,8 @@ final class OrientNode: Filter, Node {
     let override: Orientation?
     let consumersTurn: Bool
     let hidden: [TimeSpan]
+    /// The tag is carried as a display matrix: pictures go on unturned (nil: they are turned).
+    var carried: KeptOrientation?
     var pool: VideoFramePool?
     var layouts: [Int32: PixelLayout] = [:]
 
@@ -39,11 +44,17 @@ final class OrientNode: Filter, Node {
         override = setup[Self.override]
         consumersTurn = setup.consumersStandUpright.first ?? false
         hidden = setup.consumersHide.first ?? []
+        // `override` sizes the output upright at negotiation, so its pictures are turned to match.
+        if override == nil && setup.orientationCarried.first == true { carried = KeptOrientation() }
     }
 
     override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
         let tag = override ?? frame.orientation
+        if carried != nil {
+            out.emit(try carried!.picture(frame, tag: tag, out))
+            return
+        }
         if tag == .up {
             frame.orientation = .up
             out.emit(frame)

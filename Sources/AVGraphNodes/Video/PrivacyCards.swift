@@ -5,7 +5,9 @@ import CFFmpeg
 /// (black bars, the stream's pixel format, BT.709 limited); a card is then shown by reference,
 /// so no picture is converted or copied per frame.
 struct PrivacyCards {
-    struct Geometry: Hashable { var width: Int, height: Int, format: Int32 }
+    /// A picture's stored size and pixel format, and the tag it is shown upright by: a card for a
+    /// turned picture is drawn turned back, so it stands up where the picture would.
+    struct Geometry: Hashable { var width: Int, height: Int, format: Int32, orientation = Orientation.up }
 
     /// Card name -> image path. The single `image:` card is named `image`.
     let paths: [String: String]
@@ -27,7 +29,7 @@ struct PrivacyCards {
 
     /// `name`'s card for `frame`'s geometry (fitted now if that geometry is new).
     mutating func card(_ name: String, for frame: Frame) throws -> Frame {
-        let key = Geometry(width: frame.width, height: frame.height, format: frame.av.pointee.format)
+        let key = Geometry(width: frame.width, height: frame.height, format: frame.av.pointee.format, orientation: frame.orientation)
         if let c = fitted[name]?[key] { return c }
         let image: Frame
         if let i = images[name] { image = i } else {
@@ -44,14 +46,32 @@ struct PrivacyCards {
 
     /// The image fitted into a picture of `key`'s geometry, black bars around it (timestamps are set per use).
     static func fit(_ image: Frame, to key: Geometry) throws -> Frame {
-        let pixelFormat = AVPixelFormat(rawValue: key.format)
-        guard let layout = PixelLayout(pixelFormat) else { throw MediaError("cannot draw the card in pixel format \(key.format)") }
+        guard key.orientation != .up else { return try fitUpright(image, to: key) }
+        let size = key.orientation.uprightSize(width: key.width, height: key.height)
+        let upright = try fitUpright(image, to: Geometry(width: size.width, height: size.height, format: key.format))
+        guard let layout = PixelLayout(AVPixelFormat(rawValue: key.format)), layout.canTurn else {
+            throw MediaError("cannot turn the card in pixel format \(key.format)")
+        }
+        let stored = try picture(width: key.width, height: key.height, format: key.format)
+        PictureTurn.upright(upright, into: stored, map: key.orientation.inverse.storage, layout: layout)
+        return stored
+    }
+
+    /// An empty picture of this size and format, tagged BT.709 limited range like every card.
+    static func picture(width: Int, height: Int, format: Int32) throws -> Frame {
         let card = Frame(timeBase: Rational(1, 1))
-        card.av.pointee.width = Int32(key.width)
-        card.av.pointee.height = Int32(key.height)
-        card.av.pointee.format = key.format
+        card.av.pointee.width = Int32(width)
+        card.av.pointee.height = Int32(height)
+        card.av.pointee.format = format
         try AVFailure.check(av_frame_get_buffer(card.av, 32), "av_frame_get_buffer")
         card.tagBT709Limited()
+        return card
+    }
+
+    private static func fitUpright(_ image: Frame, to key: Geometry) throws -> Frame {
+        let pixelFormat = AVPixelFormat(rawValue: key.format)
+        guard let layout = PixelLayout(pixelFormat) else { throw MediaError("cannot draw the card in pixel format \(key.format)") }
+        let card = try picture(width: key.width, height: key.height, format: key.format)
         let imageAlign = PixelLayout(image.pixelFormat)?.alignment ?? 1
         let place = Placement.place(inWidth: image.width, inHeight: image.height, inAlign: imageAlign,
                                     outWidth: key.width, outHeight: key.height, outAlign: layout.alignment, mode: .fit)

@@ -25,6 +25,8 @@ final class PrivacyNode: Filter, Node {
     static var coversPictures: Bool { true }
     /// The card is fitted by the picture's size alone: the pictures it lets through go on unread.
     static func readsPixels(input: Int, options: OptionValues) -> Bool { false }
+    /// A turned picture's card is drawn turned the same way, tag kept: it stands up where the picture would.
+    static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling { .passesOn }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
@@ -107,7 +109,7 @@ final class PrivacyNode: Filter, Node {
         shown.pts = frame.pts
         shown.timeBase = frame.timeBase
         shown.av.pointee.pkt_duration = frame.av.pointee.pkt_duration
-        shown.orientation = .up
+        shown.orientation = frame.orientation
         shown.emittedAt = frame.emittedAt
         shown.covers = frame.source ?? frame.covers
         out.emit(shown)
