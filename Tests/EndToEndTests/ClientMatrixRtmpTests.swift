@@ -82,20 +82,7 @@ final class ClientMatrixRtmpTests: XCTestCase {
 
     /// The Enhanced RTMP publisher's result (its JSON) and exit status.
     private func ertmpPublish(_ url: String, _ dir: String, _ args: [String]) throws -> (Int32, [String: Any]) {
-        let script = dir + "/publisher.py"
-        CLI.write(ErtmpPublisher.script, to: script)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", script, url] + args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let result = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? ["stderr": errors]
-        return (p.terminationStatus, result)
+        try ErtmpPublisher.publish(url, dir, args)
     }
 
     private func warnings(_ run: BackgroundRun) -> [String] {

@@ -7,11 +7,33 @@ import Foundation
 /// window of bytes it asked to be acknowledged waits for its Acknowledgement.
 ///
 /// `python3 publisher.py URL --video FILE --codec avc1|hvc1|av01|hevc12 --audio FILE.aac
-/// [--window BYTES] [--multitrack] [--aac-priming SAMPLES] [--audio-format N]` prints one JSON object: the server's connect answer, the
+/// [--window BYTES] [--multitrack] [--aac-priming SAMPLES] [--audio-format N] [--privacy ON_MS:FOR_MS]...
+/// [--sent FILE]` prints one JSON object: the server's connect answer, the
 /// acknowledgement delays (ms) and their p50/p99, the pictures and sequence headers sent.
+/// `--privacy`: the app's in-band privacy switch (an `onPrivacy` data message, on at ON_MS of
+/// the pictures' clock, off FOR_MS later); `--sent`: each picture's payload as sent (NAL units
+/// behind 4-byte lengths), each behind its own 4-byte length, into FILE.
 /// A new SPS (H.264/HEVC) or sequence header (AV1) in the stream is sent as a new sequence
 /// start before its keyframe: a phone that turns.
 enum ErtmpPublisher {
+    /// Runs the publisher (written into `dir`) to `url`: its exit status and its JSON result.
+    static func publish(_ url: String, _ dir: String, _ args: [String]) throws -> (Int32, [String: Any]) {
+        let script = dir + "/publisher.py"
+        CLI.write(Self.script, to: script)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["python3", script, url] + args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let result = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? ["stderr": errors]
+        return (p.terminationStatus, result)
+    }
+
     static let script = #"""
 import json, os, random, socket, struct, sys, threading, time
 
@@ -250,6 +272,11 @@ def main():
     events = []   # (ms, order, kind, payload)
     hevc = codec in ('hvc1', 'hevc12')
     headers_sent = 0
+    sent = open(opt['--sent'], 'wb') if '--sent' in opt else None
+    for spec in [a[k + 1] for k in range(len(a) - 1) if a[k] == '--privacy']:
+        on, span = (int(x) for x in spec.split(':'))
+        for ms, state in ((on, True), (on + span, False)):
+            events.append((ms, 0, 18, amf('onPrivacy') + amf({'on': state})))
     def ex_video(packet_type, frame_type, body):
         if '--multitrack' in flags:
             # ManyTracks of one codec: track 0 and a copy as track 1 (a second rendition).
@@ -280,6 +307,7 @@ def main():
             else:
                 body = bytes([(ft << 4) | (7 if codec == 'avc1' else 12), 1, 0, 0, 0]) + data
             events.append((ts, 1, 9, body))
+            if sent is not None: sent.write(struct.pack('>I', len(data)) + data)
     elif codec == 'av01':
         seq = None
         for n_, tu in enumerate(ivf_frames(opt['--video'])):
@@ -304,12 +332,13 @@ def main():
         # ADTS cannot): the first frame's sound starts that far in, so the pictures are stamped
         # that much later, as ffmpeg's flv muxer does.
         priming = round(int(opt.get('--aac-priming', '1024')) * 1000 / rate)
-        events = [(ts + priming if kind == 9 else ts, order, kind, body) for ts, order, kind, body in events]
+        events = [(ts + priming if kind in (9, 18) else ts, order, kind, body) for ts, order, kind, body in events]
         # --audio-format N: the audio tags say sound format N instead of AAC's 10 (a codec the server may not take).
         first = bytes([(int(opt.get('--audio-format', '10')) << 4) | 0x0f])
         events.append((0, 0, 8, first + b'\x00' + asc))
         for n_, f in enumerate(frames):
             events.append((int(round(n_ * 1024 * 1000 / rate)), 1, 8, first + b'\x01' + f))
+    if sent is not None: sent.close()
     events.sort(key=lambda e: (e[0], e[1]))
     meta = {'duration': 0, 'width': 720, 'height': 1280, 'framerate': fps,
             'videocodecid': {'avc1': 7, 'hevc12': 12}.get(codec, codec), 'audiocodecid': 10, 'encoder': 'ertmp-test'}

@@ -87,19 +87,8 @@ final class PassthroughTests: XCTestCase {
                                       "-pix_fmt", "gray", "-f", "rawvideo", "-"])
         let card = [UInt8](fitted)
         XCTAssertEqual(shown.count, original.count)
-        let inSpan = { (k: Int) in expected.contains { k >= $0.0 && k < $0.1 } }
-        var worstCard = 0.0, worstSource = 0.0
-        for k in 0..<min(shown.count, original.count) {
-            if inSpan(k) {
-                worstCard = max(worstCard, Self.meanDistance(shown[k], shown[expected[0].0]))
-                XCTAssertGreaterThan(Self.meanDistance(shown[k], original[k]), 8, "picture \(k) is hidden")
-            } else {
-                worstSource = max(worstSource, Self.meanDistance(shown[k], original[k]))
-            }
-        }
-        XCTAssertLessThan(worstCard, 2, "every picture in a span is the same card")
+        Self.assertCardSpans(shown: shown, original: original, spans: expected)
         XCTAssertLessThan(Self.meanDistance(shown[expected[0].0], card), 6, "and it is the privacy card")
-        XCTAssertEqual(worstSource, 0, "the publisher's pictures decode exactly as sent")
 
         try assertPlaysEverywhere(recording, pictures: Self.seconds * 30)
         // Duration and sync as the source's.
@@ -197,6 +186,23 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(publish.status, 0, publish.stderr)
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
         return (dir, flv, run)
+    }
+
+    /// Decoded pictures (gray, small): every one in `spans` is the same card, hiding the
+    /// publisher's picture; every other decodes exactly as the publisher's.
+    static func assertCardSpans(shown: [[UInt8]], original: [[UInt8]], spans: [(Int, Int)], file: StaticString = #filePath, line: UInt = #line) {
+        let inSpan = { (k: Int) in spans.contains { k >= $0.0 && k < $0.1 } }
+        var worstCard = 0.0, worstSource = 0.0
+        for k in 0..<min(shown.count, original.count) {
+            if inSpan(k) {
+                worstCard = max(worstCard, meanDistance(shown[k], shown[spans[0].0]))
+                XCTAssertGreaterThan(meanDistance(shown[k], original[k]), 8, "picture \(k) is hidden", file: file, line: line)
+            } else {
+                worstSource = max(worstSource, meanDistance(shown[k], original[k]))
+            }
+        }
+        XCTAssertLessThan(worstCard, 2, "every picture in a span is the same card", file: file, line: line)
+        XCTAssertEqual(worstSource, 0, "the publisher's pictures decode exactly as sent", file: file, line: line)
     }
 
     /// Bytes of pictures `node` emitted on its video output over the run (its last `stats`): 0

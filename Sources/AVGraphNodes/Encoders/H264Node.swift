@@ -55,23 +55,7 @@ public final class H264Node: Filter, Node {
     static func gopFrames(_ gop: Int?, rate: Rational) -> Int { gop ?? max(1, Int((2 * rate.double).rounded())) }
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
-        guard let input = n.format(on: "in") else { throw NegotiationError("needs a video input") }
-        guard input.width > 0, input.height > 0 else {
-            throw NegotiationError("the input carries no video (a file without a video stream?)", hint: "connect a video source")
-        }
-        // Passthrough takes a network source's pictures as they come (their size is the source's
-        // `size`, else they are scaled to it, like a resize, and encoded).
-        if input.sizeVaries && n[Self.passthrough] == .off {
-            throw NegotiationError("h264 needs one fixed picture size, but the input's size changes while running",
-                                   hint: "put a resize before h264, e.g. {type: resize, size: \(input.width)x\(input.height)}")
-        }
-        if input.width % 2 != 0 || input.height % 2 != 0 {
-            throw NegotiationError("h264 needs an even width and height; got \(input.width)x\(input.height)",
-                                   hint: "resize to an even size, e.g. {type: resize, size: \(input.width & ~1)x\(input.height & ~1)}")
-        }
-        guard input.frameRate.num > 0, input.frameRate.den > 0 else {
-            throw NegotiationError("the input has no known frame rate", hint: "put an fps node before h264")
-        }
+        let input = try PictureEncoding.input(n, name: typeName, passthrough: n[Self.passthrough] == .auto)
         if n[Self.profile] == .baseline, case let b = n[Self.bframes], b > 0 {
             throw NegotiationError("the baseline profile has no B-frames; got bframes \(b)", option: "bframes", hint: "set bframes: 0 or profile: main")
         }
@@ -92,9 +76,7 @@ public final class H264Node: Filter, Node {
             throw NegotiationError("crf 0 is lossless, which x264 encodes only in the High 4:4:4 Predictive profile, not \(n[Self.profile].rawValue)",
                                    option: "crf", hint: "use crf: 1 or more (visually lossless from about 17)")
         }
-        if n[Self.crf] == nil, let maxrate = n[Self.maxrate], case let bitrate = n[Self.bitrate], maxrate < bitrate {
-            throw NegotiationError("maxrate (\(maxrate / 1000)k) is below the bitrate (\(bitrate / 1000)k)", option: "maxrate")
-        }
+        try PictureEncoding.checkRates(crf: n[Self.crf], maxrate: n[Self.maxrate], bitrate: n[Self.bitrate])
         if let adaptive = n[Self.adaptive] {
             if n[Self.crf] != nil { throw NegotiationError("adaptive follows the uplink with the bitrate; crf has none", option: "adaptive", hint: "drop crf, or adaptive") }
             if case .int(let floor)? = adaptive["min"], floor > n[Self.bitrate] {
@@ -104,18 +86,8 @@ public final class H264Node: Filter, Node {
         if n[Self.bufsize] != nil && n[Self.maxrate] == nil && n[Self.crf] != nil {
             throw NegotiationError("bufsize needs maxrate with crf", option: "bufsize", hint: "add maxrate, e.g. maxrate: 4M")
         }
-        guard avcodec_find_encoder_by_name("libx264") != nil else {
-            throw NegotiationError("this FFmpeg has no libx264 encoder", hint: "install an FFmpeg built with --enable-libx264")
-        }
-        var f = StreamFormat(kind: .encodedVideo)
-        f.codec = "h264"
-        f.width = input.width
-        f.height = input.height
-        f.pixelFormat = "yuv420p"
-        f.frameRate = input.frameRate
-        f.timeBase = input.frameRate.inverse
-        f.profile = n[Self.profile].rawValue
-        f.bitRate = n[Self.crf] == nil ? n[Self.bitrate] : 0
+        var f = try PictureEncoding.output(input, codec: "h264", encoder: "libx264", profile: n[Self.profile].rawValue,
+                                           bitRate: n[Self.crf] == nil ? n[Self.bitrate] : 0)
         if n[Self.keyframes] == .fixed { f.keyframeSeconds = Double(gopFrames(n[Self.gop], rate: input.frameRate)) / input.frameRate.double }
         return [f]
     }
@@ -141,7 +113,7 @@ public final class H264Node: Filter, Node {
     private let crfMode: Bool
     private let derivedMaxrate: Bool
     private let derivedBufsize: Bool
-    private var lastPts = Int64.min
+    private var timestamps = PictureEncoding.RisingTimestamps()
     /// `adaptive`: the bitrate the live sinks downstream can carry, from what they report.
     private var adaptive: AdaptiveBitrate?
     private let uplink: UplinkFeedback?
@@ -236,22 +208,14 @@ public final class H264Node: Filter, Node {
         let input = setup.inputs[0].format
         let encoder = try VideoEncoder(codecName: "libx264")
         let ctx = encoder.context
-        ctx.pointee.width = Int32(input.width)
-        ctx.pointee.height = Int32(input.height)
+        PictureEncoding.describe(ctx, as: input)
         ctx.pointee.pix_fmt = input.pixelFormat == "nv12" ? AV_PIX_FMT_NV12 : AV_PIX_FMT_YUV420P
-        ctx.pointee.time_base = input.frameRate.inverse.av
-        ctx.pointee.framerate = input.frameRate.av
-        ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
         let gop = Self.gopFrames(setup[Self.gop], rate: input.frameRate)
         let fixed = setup[Self.keyframes] == .fixed
         // Fixed keyframes are forced by timestamp (receive), so x264 must place none of its own:
         // counting frames would drift from the other renditions after a dropped picture.
         ctx.pointee.gop_size = Int32(fixed ? 3000 : gop)
         ctx.pointee.max_b_frames = Int32(setup[Self.bframes])
-        ctx.pointee.color_primaries = AVCOL_PRI_BT709
-        ctx.pointee.color_trc = AVCOL_TRC_BT709
-        ctx.pointee.colorspace = AVCOL_SPC_BT709
-        ctx.pointee.color_range = AVCOL_RANGE_MPEG
         // mp4 and flv keep SPS/PPS in the stream header (extradata), not in every keyframe.
         ctx.pointee.flags |= avg_codec_flag_global_header()
         let threads = setup[Self.threads]
@@ -277,17 +241,8 @@ public final class H264Node: Filter, Node {
         }
         if fixed { params.append("scenecut=0:keyint=infinite") }
         if !params.isEmpty { priv["x264-params"] = params.joined(separator: ":") }
-        let bitrate = setup[Self.bitrate]
-        if let crf = setup[Self.crf] {
-            priv["crf"] = String(crf)
-        } else {
-            ctx.pointee.bit_rate = Int64(bitrate)
-        }
-        let maxrate = setup[Self.maxrate] ?? (setup[Self.crf] != nil ? 0 : bitrate)
-        if maxrate > 0 {
-            ctx.pointee.rc_max_rate = Int64(maxrate)
-            ctx.pointee.rc_buffer_size = Int32(clamping: setup[Self.bufsize] ?? (setup[Self.adaptive] == nil ? 2 : 1) * maxrate)
-        }
+        PictureEncoding.rateControl(ctx, options: &priv, bitrate: setup[Self.bitrate], crf: setup[Self.crf], maxrate: setup[Self.maxrate],
+                                    bufsize: setup[Self.bufsize], bufferSeconds: setup[Self.adaptive] == nil ? 2 : 1)
         try encoder.open(options: priv)
         return encoder
     }
@@ -329,10 +284,7 @@ public final class H264Node: Filter, Node {
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame else { return }
-        var pts = frame.pts == avg_nopts() ? lastPts + 1 : Rational.rescale(frame.pts, from: frame.timeBase, to: timeBase)
-        // x264 refuses a timestamp that does not move forward; a jittery source can round onto the last one.
-        if lastPts != Int64.min && pts <= lastPts { pts = lastPts + 1 }
-        lastPts = pts
+        let pts = timestamps.next(frame, in: timeBase)
         var shown = frame
         var restart = false
         if splice != nil {
@@ -340,9 +292,7 @@ public final class H264Node: Filter, Node {
                 try decideSplice(frame, out)
                 if frame.orientation != .up { stream = stream.replacingOrientation(frame.orientation) }
             }
-            let step = splice!.step(frame)
-            out.report("passed_through", Double(splice!.forwarded))
-            out.report("encoded", Double(splice!.encoded))
+            let step = splice!.step(frame, reportingTo: out)
             switch step {
             case .forward(let source):
                 out.emit(source.packet.restamped(pts: pts, stream: stream))
@@ -351,11 +301,7 @@ public final class H264Node: Filter, Node {
                 shown = picture
                 restart = idr
             }
-            do { try shown.loadPixels() } catch {
-                // A source packet that does not decode is left out, as a decoding source skips it.
-                out.warning("passthrough: a source picture at \(frame.seconds) s to encode did not decode (\(error)); it is left out")
-                return
-            }
+            guard PassthroughSplice.loadPixels(shown, for: frame, out) else { return }
         }
         if skipped != nil, !restart, let last = lastEncoded, Self.samePixels(shown, last), inX264 == 0,
            picturesSinceKeyframe + 1 < gopFrames, let bytes = skipped!.next() {
@@ -375,15 +321,7 @@ public final class H264Node: Filter, Node {
             if x264Behind || picturesSinceKeyframe + 1 >= gopFrames { restart = true }
             x264Behind = false
         }
-        let picture: Frame
-        if shown.av.pointee.format != pictureFormat.rawValue || shown.av.pointee.width != width || shown.av.pointee.height != height
-            || shown.av.pointee.color_range == AVCOL_RANGE_JPEG {
-            if converter == nil { converter = try PictureConverter(width: Int(width), height: Int(height), format: pictureFormat) }
-            picture = Frame(owning: try converter!.convert(shown.av), timeBase: frame.timeBase)
-        } else {
-            // A picture shown again (a card held on) goes in under its own header.
-            picture = shown === frame ? frame : shown.ref()
-        }
+        let picture = try PictureEncoding.fitted(shown, for: frame, width: width, height: height, format: pictureFormat, converter: &converter)
         picture.av.pointee.pts = pts
         picture.av.pointee.pict_type = forcesKeyframe(at: pts) || restart ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         if out.realtime, let t = frame.emittedAt { emittedAt[pts] = t }
@@ -405,18 +343,10 @@ public final class H264Node: Filter, Node {
     /// Otherwise every picture is encoded, and the warning says why.
     private func decideSplice(_ frame: Frame, _ out: Outlet) throws {
         spliceDecided = true
-        func refuse(_ why: String) {
-            out.warning("passthrough: \(why); every picture is encoded")
-        }
-        // A card over the source's first picture (a phone that starts behind it) tells the source's stream too.
-        guard let source = frame.source ?? frame.covers else {
-            return refuse("the first picture is not a network source's own (a turned or resized picture, a source that decodes every picture, or not from rtmp)")
-        }
+        func refuse(_ why: String) { PassthroughSplice.refuse(why, out) }
+        guard let source = PassthroughSplice.firstSource(frame, width: width, height: height, out) else { return }
         guard source.codec == "h264", let theirs = AvcConfiguration(source.configuration.bytes) else {
             return refuse("the source sends \(source.codec), not H.264 with an avcC record")
-        }
-        guard frame.width == Int(width), frame.height == Int(height) else {
-            return refuse("the source's pictures are \(frame.width)x\(frame.height), this encoder's \(width)x\(height)")
         }
         guard var ours = AvcConfiguration(annexB: stream.extradata) else { return refuse("x264 gave no parameter sets") }
         if !theirs.sequenceIDs.isDisjoint(with: ours.sequenceIDs) || !theirs.pictureIDs.isDisjoint(with: ours.pictureIDs) {
@@ -449,10 +379,7 @@ public final class H264Node: Filter, Node {
         try encoder.send(nil)
         try drain(out)
         reportLatency(out)
-        if let splice {
-            out.event(PassthroughEvent(passed: splice.forwarded, encoded: splice.encoded, spans: splice.spans,
-                                       maxOverstay: (splice.maxOverstay * 1000).rounded() / 1000))
-        }
+        if let splice { out.event(splice.event) }
     }
 
     /// Source emission to encoded packet, over the run: the figure a live viewer's delay starts from.

@@ -66,3 +66,50 @@ struct PassthroughSplice {
         return .encode(picture, restart: restart)
     }
 }
+
+extension PassthroughSplice {
+    /// `step`, with the live gauges (`counters`: passed_through, encoded) brought up to date.
+    mutating func step(_ frame: Frame, reportingTo out: Outlet) -> Step {
+        let step = step(frame)
+        out.report("passed_through", Double(forwarded))
+        out.report("encoded", Double(encoded))
+        return step
+    }
+
+    /// The run's account, for the `passthrough` event at the end.
+    var event: PassthroughEvent {
+        PassthroughEvent(passed: forwarded, encoded: encoded, spans: spans, maxOverstay: (maxOverstay * 1000).rounded() / 1000)
+    }
+
+    /// The first picture's source packet, when a splice can start from it: a network source's
+    /// own picture, of the encoder's size. Otherwise nil, and a warning says why.
+    static func firstSource(_ frame: Frame, width: Int32, height: Int32, _ out: Outlet) -> SourcePicture? {
+        // A card over the source's first picture (a phone that starts behind it) tells the source's stream too.
+        guard let source = frame.source ?? frame.covers else {
+            refuse("the first picture is not a network source's own (a turned or resized picture, a source that decodes every picture, or not from rtmp)", out)
+            return nil
+        }
+        guard frame.width == Int(width), frame.height == Int(height) else {
+            refuse("the source's pictures are \(frame.width)x\(frame.height), this encoder's \(width)x\(height)", out)
+            return nil
+        }
+        return source
+    }
+
+    /// The warning of an encoder that cannot splice.
+    static func refuse(_ why: String, _ out: Outlet) {
+        out.warning("passthrough: \(why); every picture is encoded")
+    }
+
+    /// The pixels of `picture`, to encode in `frame`'s place; false when a source picture does
+    /// not decode: it is left out (with a warning), as a decoding source skips it.
+    static func loadPixels(_ picture: Frame, for frame: Frame, _ out: Outlet) -> Bool {
+        do {
+            try picture.loadPixels()
+            return true
+        } catch {
+            out.warning("passthrough: a source picture at \(frame.seconds) s to encode did not decode (\(error)); it is left out")
+            return false
+        }
+    }
+}

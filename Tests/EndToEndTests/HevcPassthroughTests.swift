@@ -1,0 +1,174 @@
+import AVGraphTesting
+import Foundation
+import XCTest
+
+/// `h265 passthrough: auto` (issue 41): a phone that publishes HEVC over Enhanced RTMP (the
+/// specification's publisher, `ErtmpPublisher`) recorded as it sent it, the privacy card encoded
+/// by x265 and spliced in where the phone's in-band switch put it.
+final class HevcPassthroughTests: XCTestCase {
+    /// 12 s of 720x1280 at 30 fps, a keyframe every 2 s: x265's keyframes after the first are
+    /// CRAs (open GOP, x265's default), a phone's are IDRs (`idr`).
+    static let seconds = 12
+    static let gop = 60
+
+    static func phoneClip(_ dir: String, idr: Bool) throws {
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=720x1280:r=30:d=\(seconds)",
+                           "-f", "lavfi", "-i", "sine=f=440:r=48000:d=\(seconds)", "-map", "0:v", "-c:v", "libx265", "-preset", "ultrafast",
+                           "-b:v", "2500k", "-pix_fmt", "yuv420p",
+                           "-x265-params", "bframes=0:keyint=\(gop):min-keyint=\(gop):scenecut=0:open-gop=\(idr ? 0 : 1):log-level=error",
+                           "-f", "hevc", dir + "/v.hevc", "-map", "1:a", "-c:a", "aac", "-f", "adts", dir + "/a.aac"])
+    }
+
+    /// A packet's NAL unit types (HEVC, 4-byte lengths).
+    static func unitTypes(_ bytes: [UInt8]) -> [Int] {
+        var types: [Int] = [], i = 0
+        while i + 4 < bytes.count {
+            let length = bytes[i..<i + 4].reduce(0) { $0 << 8 | Int($1) }
+            i += 4
+            guard length > 0, i + length <= bytes.count else { return types + [-1] }
+            types.append(Int(bytes[i] >> 1) & 0x3F)
+            i += length
+        }
+        return types
+    }
+
+    /// The pictures the publisher sent, as it sent them (`--sent`).
+    static func sentPackets(_ path: String) throws -> [[UInt8]] {
+        let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        var out: [[UInt8]] = [], i = 0
+        while i + 4 <= data.count {
+            let n = data[i..<i + 4].reduce(0) { $0 << 8 | Int($1) }
+            out.append(Array(data[i + 4..<i + 4 + n]))
+            i += 4 + n
+        }
+        return out
+    }
+
+    /// The recording's video packets (bytes, keyframe flag), read by ffprobe.
+    static func recordedPackets(_ path: String) throws -> [(bytes: [UInt8], key: Bool)] {
+        let json = try CLI.capture(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_packets", "-show_data", "-of", "json", path])
+        let packets = (try JSONSerialization.jsonObject(with: json) as? [String: Any])?["packets"] as? [[String: Any]] ?? []
+        return packets.map { p in
+            var bytes: [UInt8] = []
+            for line in (p["data"] as? String ?? "").split(separator: "\n") where line.count > 10 {
+                // "00000010: d34f 1d10 a224 ...  ascii": the hex groups between the offset and the ascii column.
+                let hex = line.dropFirst(10).prefix(40).filter { $0 != " " }
+                var k = hex.startIndex
+                while k < hex.endIndex, let next = hex.index(k, offsetBy: 2, limitedBy: hex.endIndex) {
+                    bytes.append(UInt8(hex[k..<next], radix: 16)!)
+                    k = next
+                }
+            }
+            return (bytes, (p["flags"] as? String ?? "").hasPrefix("K"))
+        }
+    }
+
+    func testHevcPhoneRecordedAsSentWithTheCardSplicedIn() throws {
+        try splice(idr: false)
+    }
+
+    func testHevcPhoneWithIdrKeyframesRecordedAsSent() throws {
+        try splice(idr: true)
+    }
+
+    /// Two in-band switches, each on and off mid-GOP: (on, off) in pictures at 30 fps.
+    private func splice(idr: Bool) throws {
+        let dir = CLI.scratch()
+        try Self.phoneClip(dir, idr: idr)
+        let port = try LoopbackPort.free()
+        let assets = CLI.packageRoot + "/assets"
+        CLI.write("""
+        pipeline: hevc-passthrough
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          video:   {type: h265, in: privacy, passthrough: auto, queue: {size: 60}}
+          audio:   {type: aac, in: src.audio}
+          out:     {type: file, in: [video, audio], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        var env = ProcessInfo.processInfo.environment
+        env["AVGRAPH_KEYS"] = nil
+        let run = try BackgroundRun(["run", dir + "/p.pipe", "--events", "json"], cwd: dir, environment: env)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        let switches = [(75, 141), (231, 270)]
+        let (status, result) = try ErtmpPublisher.publish("rtmp://127.0.0.1:\(port)/live/phone", dir,
+            ["--video", dir + "/v.hevc", "--codec", "hvc1", "--audio", dir + "/a.aac", "--sent", dir + "/sent.bin"]
+            + switches.flatMap { ["--privacy", "\($0.0 * 100 / 3):\(($0.1 - $0.0) * 100 / 3)"] })
+        XCTAssertEqual(status, 0, "\(result)")
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let recording = dir + "/out.mp4"
+        let pictures = Self.seconds * 30
+
+        let sent = try Self.sentPackets(dir + "/sent.bin"), recorded = try Self.recordedPackets(recording)
+        XCTAssertEqual(sent.count, pictures)
+        XCTAssertEqual(recorded.count, pictures, "every picture recorded, none repeated")
+        let sourceKeys = sent.indices.filter { Self.unitTypes(sent[$0]).contains { (16...21).contains($0) } }
+        XCTAssertEqual(sourceKeys, Array(stride(from: 0, to: pictures, by: Self.gop)))
+        let expected = switches.map { on, off in (on, sourceKeys.first { $0 >= off } ?? pictures) }
+        let inSpan = { (k: Int) in expected.contains { k >= $0.0 && k < $0.1 } }
+        // Outside the spans each picture is the phone's packet byte for byte; a keyframe the
+        // recording returns to carries the phone's parameter sets again before it (and, before a
+        // CRA, an end of sequence): the phone's packet whole after them.
+        let resumed = Set(expected.map(\.1))
+        var ours: [(Int, Int)] = []
+        for k in 0..<min(sent.count, recorded.count) {
+            let mine = recorded[k].bytes
+            if inSpan(k) {
+                XCTAssertNotEqual(mine, sent[k], "picture \(k) is ours")
+                if let last = ours.last, last.1 == k { ours[ours.count - 1].1 = k + 1 } else { ours.append((k, k + 1)) }
+            } else if resumed.contains(k) {
+                XCTAssertTrue(mine.count > sent[k].count && Array(mine.suffix(sent[k].count)) == sent[k], "picture \(k): the phone's keyframe")
+                let before = Self.unitTypes(Array(mine.prefix(mine.count - sent[k].count)))
+                XCTAssertEqual(before, (idr ? [] : [36]) + [32, 33, 34], "picture \(k): what goes before the phone's keyframe")
+                XCTAssertTrue(recorded[k].key)
+            } else {
+                XCTAssertTrue(mine == sent[k], "picture \(k) is the phone's packet, byte for byte")
+            }
+        }
+        XCTAssertEqual(ours.map { "\($0.0)..<\($0.1)" }, expected.map { "\($0.0)..<\($0.1)" })
+        for (on, _) in expected {
+            XCTAssertTrue(recorded[on].key, "our span at \(on) starts with a keyframe")
+            let types = Self.unitTypes(recorded[on].bytes)
+            XCTAssertEqual(Array(types.prefix(3)), [32, 33, 34], "x265's parameter sets in band")
+            XCTAssertTrue(types.contains(19) || types.contains(20), "an IDR of ours: \(types)")
+        }
+        let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
+        let encoded = expected.reduce(0) { $0 + $1.1 - $1.0 }
+        XCTAssertEqual(account["encoded"] as? Int, encoded)
+        XCTAssertEqual(account["passed"] as? Int, pictures - encoded)
+        XCTAssertEqual(account["spans"] as? Int, 2)
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's stream")
+        let probe = try CLI.probe(recording)
+        XCTAssertEqual(CLI.stream(probe, "video")?["codec_tag_string"] as? String, "hev1", "parameter sets in band: hev1")
+
+        // Pictures: every one in a span is the card; every other decodes as the publisher's.
+        let size = (w: 90, h: 160)
+        let shown = try HlsWitness.grayPictures(recording, width: size.w, height: size.h)
+        let original = try HlsWitness.grayPictures(dir + "/v.hevc", width: size.w, height: size.h)
+        XCTAssertEqual(shown.count, pictures)
+        XCTAssertEqual(original.count, pictures)
+        PassthroughTests.assertCardSpans(shown: shown, original: original, spans: expected)
+
+        // ffmpeg and GStreamer (playbin3, and the explicit HEVC chain) decode it without an error.
+        let ffmpeg = try Tool.run(["ffmpeg", "-v", "error", "-xerror", "-i", recording, "-f", "null", "-"])
+        XCTAssertEqual(ffmpeg.status, 0, ffmpeg.stderr)
+        XCTAssertEqual(ffmpeg.stderr.trimmingCharacters(in: .whitespacesAndNewlines), "", "ffmpeg decodes without an error")
+        for pipeline in [["playbin3", "uri=file://" + recording, "video-sink=fakesink sync=false", "audio-sink=fakesink sync=false"],
+                         ["filesrc", "location=" + recording, "!", "qtdemux", "!", "h265parse", "!", "avdec_h265", "!", "fakesink", "sync=false"]] {
+            let gst = try Tool.run(["gst-launch-1.0", "-q"] + pipeline, timeout: 60)
+            XCTAssertEqual(gst.status, 0, gst.stdout + gst.stderr)
+            XCTAssertFalse((gst.stdout + gst.stderr).contains("ERROR"), gst.stdout + gst.stderr)
+            XCTAssertFalse((gst.stdout + gst.stderr).contains("WARN"), gst.stdout + gst.stderr)
+        }
+        let decoded = try CLI.capture(["gst-launch-1.0", "-q", "filesrc", "location=" + recording, "!", "qtdemux", "!", "h265parse", "!",
+                                     "avdec_h265", "!", "videoconvert", "!", "video/x-raw,format=GRAY8", "!", "videoscale", "!",
+                                     "video/x-raw,width=80,height=160", "!", "fdsink"])
+        // (A width that is a multiple of 4: GStreamer pads each row of raw video to 4 bytes.)
+        XCTAssertEqual(decoded.count, pictures * 80 * 160, "GStreamer decodes every picture")
+        // Duration as sent.
+        let duration = Double((probe["format"] as? [String: Any])?["duration"] as? String ?? "") ?? 0
+        XCTAssertEqual(duration, Double(Self.seconds), accuracy: 0.1)
+    }
+}
