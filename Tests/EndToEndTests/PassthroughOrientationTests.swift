@@ -42,6 +42,7 @@ extension PassthroughTests {
         let (run, warnings) = try record(dir, flv: flv, port: port, switches: switches)
         let recording = dir + "/out.mp4"
         XCTAssertEqual(warnings, [], "the phone's stream passes, its orientation unchanged")
+        XCTAssertEqual(Self.videoBytes(run, node: "src"), 0, "no picture was decoded: the orientation read from the SEI, each picture sent on as its packet")
         let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
         XCTAssertEqual(account["encoded"] as? Int, 240 - 90, "the card span alone is encoded: from the switch to the next keyframe after it")
         XCTAssertEqual(account["passed"] as? Int, seconds * 30 - (240 - 90))

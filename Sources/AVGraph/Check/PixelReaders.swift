@@ -9,7 +9,11 @@ extension CheckedPipeline {
             guard visited.insert("\(node).\(output)").inserted else { return true }
             for consumer in nodes {
                 for (i, input) in consumer.inputs.enumerated() where input.from == node && input.fromOutput == output {
-                    if consumer.type.readsPixels(input: i, options: consumer.options) { return false }
+                    // An `orient` whose tag is carried as a display matrix turns nothing (it loads
+                    // the pixels of the few pictures it must turn: a change of orientation).
+                    let turnsNothing = consumer.type.orientationHandling(input: i, options: consumer.options) == .turns
+                        && orientationCarried(node: consumer.name, output: 0)
+                    if consumer.type.readsPixels(input: i, options: consumer.options) && !turnsNothing { return false }
                     for (o, format) in consumer.outputs.enumerated() where format.kind == .rawVideo {
                         if !onRequest(consumer.name, o) { return false }
                     }
