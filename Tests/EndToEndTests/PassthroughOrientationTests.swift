@@ -42,6 +42,7 @@ extension PassthroughTests {
         let (run, warnings) = try record(dir, flv: flv, port: port, switches: switches)
         let recording = dir + "/out.mp4"
         XCTAssertEqual(warnings, [], "the phone's stream passes, its orientation unchanged")
+        XCTAssertEqual(Self.videoBytes(run, node: "src"), 0, "no picture was decoded: the orientation read from the SEI, each picture sent on as its packet")
         let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
         XCTAssertEqual(account["encoded"] as? Int, 240 - 90, "the card span alone is encoded: from the switch to the next keyframe after it")
         XCTAssertEqual(account["passed"] as? Int, seconds * 30 - (240 - 90))
@@ -53,6 +54,17 @@ extension PassthroughTests {
         let sideData = (video["side_data_list"] as? [[String: Any]]) ?? []
         let rotation = sideData.first { $0["side_data_type"] as? String == "Display Matrix" }?["rotation"] as? Int
         XCTAssertEqual(rotation.map(abs), 90, "a quarter-turn display matrix: \(sideData)")
+        // Chromium's <video> applies it: the picture it shows is portrait.
+        let page = dir + "/play.html"
+        try "<video id=v muted src=\"out.mp4\"></video>".write(toFile: page, atomically: true, encoding: .utf8)
+        let browser = try XCTUnwrap(PythonWitness.run(OperatorPageTests.chromium + #"""
+d.get("file://" + sys.argv[1])
+ready = until(lambda: d.execute_script("return document.getElementById('v').readyState >= 1"), 20)
+print(json.dumps(d.execute_script("const v = document.getElementById('v'); return {width: v.videoWidth, height: v.videoHeight};")))
+d.quit()
+"""#, [page]) as? [String: Any])
+        XCTAssertEqual(browser["width"] as? Int, 720, "Chromium shows it upright: \(browser)")
+        XCTAssertEqual(browser["height"] as? Int, 1280, "\(browser)")
 
         // Every picture outside the card span is the phone's packet, byte for byte.
         let expected = try assertSpliced(recording, source: flv, switches: switches, pictures: seconds * 30)

@@ -31,3 +31,16 @@ extension Orientation {
         }
     }
 }
+
+extension Orientation {
+    /// The display matrix FFmpeg 5.1's H.264 decoder makes of a display orientation SEI (read as
+    /// a tag with `FileProbe.orientation(matrix:)`): the same as the decoded pictures' side data
+    /// (measured: `h264_metadata` rotate=270 decodes to the matrix av_display_rotation_set makes of
+    /// -270), then the flips.
+    public static func displayMatrix(anticlockwiseDegrees: Double, hflip: Bool, vflip: Bool) -> [Int32] {
+        var m = [Int32](repeating: 0, count: 9)
+        av_display_rotation_set(&m, -anticlockwiseDegrees)
+        av_display_matrix_flip(&m, hflip ? 1 : 0, vflip ? 1 : 0)
+        return m
+    }
+}

@@ -178,6 +178,7 @@ final class SessionDecoding {
         run.packets.withLock { $0.append(packet) }
         let lengthSize = VideoSequenceSize.nalLengthSize(.h264, config: configuration.bytes[...]) ?? 4
         guard PicturesOnRequest.isPicture(av, nalLengthSize: lengthSize) else { return nil }
+        if let declared = H264DisplayOrientation.of(av, nalLengthSize: lengthSize) { orientation = declared }
         if pictureSize?.configuration !== configuration {
             guard let size = VideoSequenceSize.of(.h264, config: configuration.bytes[...]).first else { return nil }
             pictureSize = (configuration, size.width, size.height)
