@@ -67,12 +67,44 @@ final class HevcPassthroughTests: XCTestCase {
         try splice(idr: false)
     }
 
-    func testHevcPhoneWithIdrKeyframesRecordedAsSent() throws {
-        try splice(idr: true)
+    /// The phone's usual keyframes, recorded and written by an `hls` sink (fMP4 segments).
+    func testHevcPhoneWithIdrKeyframesRecordedAsSentAndAsHls() throws {
+        try splice(idr: true, hls: true)
     }
 
-    /// Two in-band switches, each on and off mid-GOP: (on, off) in pictures at 30 fps.
-    private func splice(idr: Bool) throws {
+    /// An HEVC phone into `h264 passthrough: auto`, which cannot splice it (the source is not
+    /// H.264): every picture is encoded, each decoded by the source only when the encoder asks
+    /// (no node reads every picture), in order from its keyframe; the recording shows the phone's.
+    func testHevcPicturesDecodedOnRequestForAnEncoderThatCannotSplice() throws {
+        let dir = CLI.scratch()
+        try Self.phoneClip(dir, idr: false)
+        let port = try LoopbackPort.free()
+        CLI.write("""
+        pipeline: hevc-on-request
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(CLI.packageRoot)/assets/privacy.png}
+          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, crf: 18, queue: {size: 60, policy: block}}
+          out:     {type: file, in: [video], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        let run = try startListening(dir + "/p.pipe", in: dir)
+        let (status, result) = try ErtmpPublisher.publish("rtmp://127.0.0.1:\(port)/live/phone", dir, ["--video", dir + "/v.hevc", "--codec", "hvc1"])
+        XCTAssertEqual(status, 0, "\(result)")
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        XCTAssertTrue(warnings.contains { $0.contains("the source sends hevc, not H.264") }, "\(warnings)")
+        XCTAssertEqual(PassthroughTests.videoBytes(run, node: "src"), 0, "the source decoded no picture itself")
+        let shown = try HlsWitness.grayPictures(dir + "/out.mp4", width: 90, height: 160)
+        let original = try HlsWitness.grayPictures(dir + "/v.hevc", width: 90, height: 160)
+        XCTAssertEqual(shown.count, Self.seconds * 30, "every picture recorded")
+        PassthroughTests.assertPhonePicturesInPlace(shown: shown, original: original)
+    }
+
+    /// Two in-band switches, each on and off mid-GOP: (on, off) in pictures at 30 fps. The
+    /// encoder's queue blocks instead of dropping: x265 encodes every picture of a span (no
+    /// skipped pictures, as h264's), and on this shared 2-core machine under other builds it can
+    /// fall more than 2 s behind; what is checked here is the splice, not the pace.
+    private func splice(idr: Bool, hls: Bool = false) throws {
         let dir = CLI.scratch()
         try Self.phoneClip(dir, idr: idr)
         let port = try LoopbackPort.free()
@@ -82,15 +114,12 @@ final class HevcPassthroughTests: XCTestCase {
         nodes:
           src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
           privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
-          video:   {type: h265, in: privacy, passthrough: auto, queue: {size: 60}}
+          video:   {type: h265, in: privacy, passthrough: auto, queue: {size: 60, policy: block}}
           audio:   {type: aac, in: src.audio}
           out:     {type: file, in: [video, audio], path: out.mp4}
+        \(hls ? "  hls:     {type: hls, in: [video, audio], path: hls/master.m3u8, segment: 2s, window: all}" : "")
         """, to: dir + "/p.pipe")
-        var env = ProcessInfo.processInfo.environment
-        env["AVGRAPH_KEYS"] = nil
-        let run = try BackgroundRun(["run", dir + "/p.pipe", "--events", "json"], cwd: dir, environment: env)
-        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
-        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        let run = try startListening(dir + "/p.pipe", in: dir)
         let switches = [(75, 141), (231, 270)]
         let (status, result) = try ErtmpPublisher.publish("rtmp://127.0.0.1:\(port)/live/phone", dir,
             ["--video", dir + "/v.hevc", "--codec", "hvc1", "--audio", dir + "/a.aac", "--sent", dir + "/sent.bin"]
@@ -102,7 +131,7 @@ final class HevcPassthroughTests: XCTestCase {
 
         let sent = try Self.sentPackets(dir + "/sent.bin"), recorded = try Self.recordedPackets(recording)
         XCTAssertEqual(sent.count, pictures)
-        XCTAssertEqual(recorded.count, pictures, "every picture recorded, none repeated")
+        XCTAssertEqual(recorded.count, pictures, "every picture recorded, none repeated: \(run.stderr.suffix(1500))")
         let sourceKeys = sent.indices.filter { Self.unitTypes(sent[$0]).contains { (16...21).contains($0) } }
         XCTAssertEqual(sourceKeys, Array(stride(from: 0, to: pictures, by: Self.gop)))
         let expected = switches.map { on, off in (on, sourceKeys.first { $0 >= off } ?? pictures) }
@@ -118,7 +147,10 @@ final class HevcPassthroughTests: XCTestCase {
                 XCTAssertNotEqual(mine, sent[k], "picture \(k) is ours")
                 if let last = ours.last, last.1 == k { ours[ours.count - 1].1 = k + 1 } else { ours.append((k, k + 1)) }
             } else if resumed.contains(k) {
-                XCTAssertTrue(mine.count > sent[k].count && Array(mine.suffix(sent[k].count)) == sent[k], "picture \(k): the phone's keyframe")
+                guard mine.count > sent[k].count, Array(mine.suffix(sent[k].count)) == sent[k] else {
+                    XCTFail("picture \(k): the phone's keyframe")
+                    continue
+                }
                 let before = Self.unitTypes(Array(mine.prefix(mine.count - sent[k].count)))
                 XCTAssertEqual(before, (idr ? [] : [36]) + [32, 33, 34], "picture \(k): what goes before the phone's keyframe")
                 XCTAssertTrue(recorded[k].key)
@@ -140,6 +172,7 @@ final class HevcPassthroughTests: XCTestCase {
         XCTAssertEqual(account["spans"] as? Int, 2)
         let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
         XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's stream")
+        XCTAssertEqual(PassthroughTests.videoBytes(run, node: "src"), 0, "no picture was decoded: each went on as its packet, the card needs none")
         let probe = try CLI.probe(recording)
         XCTAssertEqual(CLI.stream(probe, "video")?["codec_tag_string"] as? String, "hev1", "parameter sets in band: hev1")
 
@@ -167,6 +200,12 @@ final class HevcPassthroughTests: XCTestCase {
                                      "video/x-raw,width=80,height=160", "!", "fdsink"])
         // (A width that is a multiple of 4: GStreamer pads each row of raw video to 4 bytes.)
         XCTAssertEqual(decoded.count, pictures * 80 * 160, "GStreamer decodes every picture")
+        if hls {
+            // The HLS rendition (one, cut at the phone's keyframes and ours) holds the same packets, and ffmpeg plays it through.
+            let playlist = dir + "/hls/1280p/index.m3u8"
+            XCTAssertTrue(try Self.recordedPackets(playlist).map(\.bytes) == recorded.map(\.bytes), "the HLS rendition's packets are the file's")
+            XCTAssertEqual(try HlsWitness.decode(playlist).errors, "", "ffmpeg plays the HLS across every splice")
+        }
         // Duration as sent.
         let duration = Double((probe["format"] as? [String: Any])?["duration"] as? String ?? "") ?? 0
         XCTAssertEqual(duration, Double(Self.seconds), accuracy: 0.1)
