@@ -72,6 +72,43 @@ final class HevcPassthroughTests: XCTestCase {
         try splice(idr: true, hls: true)
     }
 
+    /// Without passthrough `h265` is a plain encoder: a file's pictures to HEVC at the bitrate
+    /// asked, every picture, in an MP4 the witnesses decode; what cannot splice is refused by `check`.
+    func testH265EncodesAFileAndCheckRefusesBframesWithPassthrough() throws {
+        let dir = CLI.scratch()
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=4", "-c:v", "libx264", "-preset", "ultrafast",
+                           dir + "/in.mp4"])
+        CLI.write("""
+        pipeline: h265-file
+        nodes:
+          src:   {type: file, path: in.mp4}
+          video: {type: h265, in: src.video, bitrate: 800k}
+          out:   {type: file, in: [video], path: out.mp4}
+        """, to: dir + "/p.pipe")
+        let run = try CLI.run(["run", dir + "/p.pipe"], cwd: dir)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertFalse(run.stderr.contains("x265 [info]"), "x265's own banner is kept off stderr: \(run.stderr)")
+        let video = try XCTUnwrap(CLI.stream(try CLI.probe(dir + "/out.mp4", ["-count_frames"]), "video"))
+        XCTAssertEqual(video["codec_name"] as? String, "hevc")
+        XCTAssertEqual(video["width"] as? Int, 640)
+        XCTAssertEqual(video["nb_read_frames"] as? String, "120")
+        let bitrate = Double(video["bit_rate"] as? String ?? "") ?? 0
+        XCTAssertEqual(bitrate, 800_000, accuracy: 300_000, "at about the bitrate asked")
+        let decode = try Tool.run(["ffmpeg", "-v", "error", "-xerror", "-i", dir + "/out.mp4", "-f", "null", "-"])
+        XCTAssertEqual(decode.status, 0, decode.stderr)
+
+        CLI.write("""
+        pipeline: refused
+        nodes:
+          src:   {type: rtmp, listen: true, size: 720x1280, url: "rtmp://127.0.0.1:1935/live/phone"}
+          video: {type: h265, in: src.video, passthrough: auto, bframes: 2}
+          out:   {type: file, in: [video], path: out.mp4}
+        """, to: dir + "/refused.pipe")
+        let check = try CLI.run(["check", dir + "/refused.pipe"])
+        XCTAssertEqual(check.status, 1)
+        XCTAssertTrue((check.stdout + check.stderr).contains("no B-frames"), check.stdout + check.stderr)
+    }
+
     /// An HEVC phone into `h264 passthrough: auto`, which cannot splice it (the source is not
     /// H.264): every picture is encoded, each decoded by the source only when the encoder asks
     /// (no node reads every picture), in order from its keyframe; the recording shows the phone's.
