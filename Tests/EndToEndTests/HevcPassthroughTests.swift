@@ -6,13 +6,13 @@ import XCTest
 /// specification's publisher, `ErtmpPublisher`) recorded as it sent it, the privacy card encoded
 /// by x265 and spliced in where the phone's in-band switch put it.
 final class HevcPassthroughTests: XCTestCase {
-    /// 12 s of 720x1280 at 30 fps, a keyframe every 2 s: x265's keyframes after the first are
-    /// CRAs (open GOP, x265's default), a phone's are IDRs (`idr`).
+    /// 12 s of a phone's pictures (720x1280, or `size`) at 30 fps, a keyframe every 2 s: x265's
+    /// keyframes after the first are CRAs (open GOP, x265's default), a phone's are IDRs (`idr`).
     static let seconds = 12
     static let gop = 60
 
-    static func phoneClip(_ dir: String, idr: Bool) throws {
-        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=720x1280:r=30:d=\(seconds)",
+    static func phoneClip(_ dir: String, idr: Bool, size: String = "720x1280") throws {
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=\(size):r=30:d=\(seconds)",
                            "-f", "lavfi", "-i", "sine=f=440:r=48000:d=\(seconds)", "-map", "0:v", "-c:v", "libx265", "-preset", "ultrafast",
                            "-b:v", "2500k", "-pix_fmt", "yuv420p",
                            "-x265-params", "bframes=0:keyint=\(gop):min-keyint=\(gop):scenecut=0:open-gop=\(idr ? 0 : 1):log-level=error",
@@ -137,20 +137,21 @@ final class HevcPassthroughTests: XCTestCase {
         PassthroughTests.assertPhonePicturesInPlace(shown: shown, original: original)
     }
 
-    /// Two in-band switches, each on and off mid-GOP: (on, off) in pictures at 30 fps. The
-    /// encoder's queue blocks instead of dropping: x265 encodes every picture of a span (no
-    /// skipped pictures, as h264's), and on this shared 2-core machine under other builds it can
-    /// fall more than 2 s behind; what is checked here is the splice, not the pace.
+    /// Two in-band switches, each on and off mid-GOP: (on, off) in pictures at 30 fps. A 360x640
+    /// phone, and queues that block instead of dropping: x265 encodes every picture of a span (no
+    /// skipped pictures, as h264's), and on this shared 2-core machine under other builds (load
+    /// 9 to 12) it fell seconds behind at 720x1280 and pictures were dropped (290 and 317 of
+    /// 360 recorded); what is checked here is the splice, not the pace.
     private func splice(idr: Bool, hls: Bool = false) throws {
         let dir = CLI.scratch()
-        try Self.phoneClip(dir, idr: idr)
+        try Self.phoneClip(dir, idr: idr, size: "360x640")
         let port = try LoopbackPort.free()
         let assets = CLI.packageRoot + "/assets"
         CLI.write("""
         pipeline: hevc-passthrough
         nodes:
-          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
-          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
+          src:     {type: rtmp, listen: true, idle: 2s, size: 360x640, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png, queue: {size: 60, policy: block}}
           video:   {type: h265, in: privacy, passthrough: auto, queue: {size: 60, policy: block}}
           audio:   {type: aac, in: src.audio}
           out:     {type: file, in: [video, audio], path: out.mp4}
@@ -239,7 +240,7 @@ final class HevcPassthroughTests: XCTestCase {
         XCTAssertEqual(decoded.count, pictures * 80 * 160, "GStreamer decodes every picture")
         if hls {
             // The HLS rendition (one, cut at the phone's keyframes and ours) holds the same packets, and ffmpeg plays it through.
-            let playlist = dir + "/hls/1280p/index.m3u8"
+            let playlist = dir + "/hls/640p/index.m3u8"
             XCTAssertTrue(try Self.recordedPackets(playlist).map(\.bytes) == recorded.map(\.bytes), "the HLS rendition's packets are the file's")
             XCTAssertEqual(try HlsWitness.decode(playlist).errors, "", "ffmpeg plays the HLS across every splice")
         }
