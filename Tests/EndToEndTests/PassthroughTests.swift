@@ -205,6 +205,16 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(worstSource, 0, "the publisher's pictures decode exactly as sent", file: file, line: line)
     }
 
+    /// Decoded pictures (gray, small): each the phone's picture at its place (testsrc2 moves
+    /// every picture: a picture decoded from the wrong packets, or out of order, is far off).
+    static func assertPhonePicturesInPlace(shown: [[UInt8]], original: [[UInt8]], file: StaticString = #filePath, line: UInt = #line) {
+        let distances = zip(shown, original).map { meanDistance($0, $1) }
+        let neighbours = zip(shown.dropFirst(), original).map { meanDistance($0, $1) }
+        XCTAssertLessThan(distances.max() ?? .infinity, 4, "every picture is the phone's", file: file, line: line)
+        XCTAssertGreaterThan(neighbours.reduce(0, +) / Double(max(neighbours.count, 1)), (distances.reduce(0, +) / Double(max(distances.count, 1))) * 2,
+                             "and at its own place: the next one is further off", file: file, line: line)
+    }
+
     /// Bytes of pictures `node` emitted on its video output over the run (its last `stats`): 0
     /// when every picture left it undecoded, as its packet alone.
     static func videoBytes(_ run: BackgroundRun, node: String) -> Int? { emittedBytes(run, node: node, output: 0) }
@@ -252,21 +262,7 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(shown.count, original.count, "every picture recorded")
         // Each the phone's picture at its place (testsrc2 moves every picture: a picture decoded
         // from the wrong packets, or out of order, is far off).
-        let distances = zip(shown, original).map { Self.meanDistance($0, $1) }
-        let neighbours = zip(shown.dropFirst(), original).map { Self.meanDistance($0, $1) }
-        XCTAssertLessThan(distances.max() ?? .infinity, 4, "every picture is the phone's")
-        XCTAssertGreaterThan(neighbours.reduce(0, +) / Double(max(neighbours.count, 1)), (distances.reduce(0, +) / Double(max(distances.count, 1))) * 2,
-                             "and at its own place: the next one is further off")
-    }
-
-    /// `avgraph run` of `pipe` in `dir`, once its rtmp source listens (stopped at teardown).
-    func startListening(_ pipe: String, in dir: String) throws -> BackgroundRun {
-        var env = ProcessInfo.processInfo.environment
-        env["AVGRAPH_KEYS"] = nil
-        let run = try BackgroundRun(["run", pipe, "--events", "json"], cwd: dir, environment: env)
-        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
-        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
-        return run
+        Self.assertPhonePicturesInPlace(shown: shown, original: original)
     }
 
     /// What cannot splice is refused by `check`, naming the option.
@@ -371,5 +367,17 @@ d.quit()
         XCTAssertEqual(seen["state"] as? String, "ended", "\(seen)", file: file, line: line)
         XCTAssertTrue(seen["error"] is NSNull || seen["error"] == nil, "\(seen)", file: file, line: line)
         XCTAssertGreaterThanOrEqual(seen["decoded"] as? Int ?? 0, pictures - 2, "\(seen)", file: file, line: line)
+    }
+}
+
+extension XCTestCase {
+    /// `avgraph run` of `pipe` in `dir`, once its rtmp source listens (stopped at teardown).
+    func startListening(_ pipe: String, in dir: String) throws -> BackgroundRun {
+        var env = ProcessInfo.processInfo.environment
+        env["AVGRAPH_KEYS"] = nil
+        let run = try BackgroundRun(["run", pipe, "--events", "json"], cwd: dir, environment: env)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        return run
     }
 }

@@ -176,14 +176,15 @@ final class SessionDecoding {
         }
         guard let run else { return nil }
         run.packets.withLock { $0.append(packet) }
-        let lengthSize = VideoSequenceSize.nalLengthSize(.h264, config: configuration.bytes[...]) ?? 4
-        guard PicturesOnRequest.isPicture(av, nalLengthSize: lengthSize) else { return nil }
-        if let declared = H264DisplayOrientation.of(av, nalLengthSize: lengthSize) { orientation = declared }
+        let codec = PicturesOnRequest.codec(of: stream)
+        let lengthSize = VideoSequenceSize.nalLengthSize(codec, config: configuration.bytes[...]) ?? 4
+        guard PicturesOnRequest.isPicture(av, nalLengthSize: lengthSize, codec: codec) else { return nil }
+        if codec == .h264, let declared = H264DisplayOrientation.of(av, nalLengthSize: lengthSize) { orientation = declared }
         if pictureSize?.configuration !== configuration {
-            guard let size = VideoSequenceSize.of(.h264, config: configuration.bytes[...]).first else { return nil }
+            guard let size = VideoSequenceSize.of(codec, config: configuration.bytes[...]).first else { return nil }
             pictureSize = (configuration, size.width, size.height)
         }
-        if packet.isKeyframe, let inBand = VideoSequenceSize.of(.h264, frames: packet.bytes, nalLengthSize: lengthSize).first {
+        if packet.isKeyframe, let inBand = VideoSequenceSize.of(codec, frames: packet.bytes, nalLengthSize: lengthSize).first {
             pictureSize = (configuration, inBand.width, inBand.height)
         }
         guard let size = pictureSize else { return nil }

@@ -2,7 +2,7 @@ import AVGraph
 import CFFmpeg
 import Synchronization
 
-/// A network source's H.264 pictures decoded only when a node asks for their pixels: when no
+/// A network source's H.264 and HEVC pictures decoded only when a node asks for their pixels: when no
 /// node downstream reads every picture (`NodeSetup.pixelsOnRequest`: a privacy node before an
 /// encoder that forwards the source's packets), decoding every picture would cost the most CPU
 /// of the whole recording and be thrown away. The session's packets are kept from each keyframe
@@ -44,16 +44,29 @@ final class PicturesOnRequest: Sendable {
         self.maxPixels = maxPixels
     }
 
-    /// Whether pictures of `stream` can wait to be decoded: H.264 in an avcC record of 8-bit 4:2:0
-    /// (what the pending picture's format says before any pixel is decoded; a phone's profiles).
+    /// Whether pictures of `stream` can wait to be decoded: H.264 in an avcC record or HEVC in an
+    /// hvcC record, of 8-bit 4:2:0 (what the pending picture's format says before any pixel is
+    /// decoded; a phone's profiles: H.264 baseline/main/high, HEVC Main).
     static func takes(_ stream: EncodedStream) -> Bool {
-        let avcC = stream.extradata
-        guard stream.codecName == "h264", avcC.count >= 7, avcC[0] == 1 else { return false }
-        return [66, 77, 88, 100].contains(avcC[1])
+        let record = stream.extradata
+        switch stream.codecName {
+        case "h264":
+            guard record.count >= 7, record[0] == 1 else { return false }
+            return [66, 77, 88, 100].contains(record[1])
+        case "hevc":
+            // general_profile_idc Main (1), chroma_format_idc 4:2:0, 8-bit luma and chroma.
+            guard record.count >= 23, record[0] == 1 else { return false }
+            return record[1] & 0x1F == 1 && record[16] & 3 == 1 && record[17] & 7 == 0 && record[18] & 7 == 0
+        default:
+            return false
+        }
     }
 
-    /// Whether an avcC-framed packet holds a picture (a coded slice), not only parameter sets or SEI.
-    static func isPicture(_ av: UnsafePointer<AVPacket>, nalLengthSize n: Int) -> Bool {
+    /// The codec of a stream `takes` took, as the size readers name it.
+    static func codec(of stream: EncodedStream) -> FlvVideoCodec { stream.codecName == "hevc" ? .hevc : .h264 }
+
+    /// Whether a length-prefixed packet holds a picture (a coded slice), not only parameter sets or SEI.
+    static func isPicture(_ av: UnsafePointer<AVPacket>, nalLengthSize n: Int, codec: FlvVideoCodec) -> Bool {
         guard let data = av.pointee.data else { return false }
         let size = Int(av.pointee.size)
         var i = 0
@@ -62,7 +75,7 @@ final class PicturesOnRequest: Sendable {
             for k in 0..<n { length = length << 8 | Int(data[i + k]) }
             i += n
             guard length > 0, i + length <= size else { return false }
-            if (1...5).contains(data[i] & 0x1F) { return true }
+            if codec == .hevc ? (data[i] >> 1) & 0x3F < 32 : (1...5).contains(data[i] & 0x1F) { return true }
             i += length
         }
         return false

@@ -8,7 +8,7 @@ import Foundation
 /// declared rate and channels on the source's own thread.
 enum NetworkSourceOptions {
     static let outputs = [
-        PadSpec("video", [.rawVideo], doc: "decoded pictures (their own size; orientation from the stream's display matrix), pts in µs; when no node downstream reads every picture (privacy into h264 passthrough), H.264 pictures leave undecoded and are decoded only when a node asks"),
+        PadSpec("video", [.rawVideo], doc: "decoded pictures (their own size; orientation from the stream's display matrix), pts in µs; when no node downstream reads every picture (privacy into h264 passthrough), H.264 and HEVC (8-bit 4:2:0) pictures leave undecoded and are decoded only when a node asks"),
         PadSpec("audio", [.rawAudio], doc: "decoded audio, at audio-rate/audio-channels"),
     ]
     static let listen = Setting.bool("listen", default: false,
