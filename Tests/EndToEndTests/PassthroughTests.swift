@@ -75,20 +75,9 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(warnings.filter { $0.contains("passthrough") }, [], "passthrough takes the phone's stream")
         XCTAssertEqual(Self.videoBytes(run, node: "src"), 0, "no picture was decoded: each went on as its packet, the card needs none")
 
-        let expected = try assertSpliced(recording, source: flv, switches: switches, pictures: Self.seconds * 30)
+        let expected = try Self.assertSpliced(recording, source: flv, switches: switches, pictures: Self.seconds * 30)
 
-        // Pictures: every one in a span is the card; every other decodes as the publisher's.
-        let size = (w: 90, h: 160)
-        let shown = try HlsWitness.grayPictures(recording, width: size.w, height: size.h)
-        let original = try HlsWitness.grayPictures(flv, width: size.w, height: size.h)
-        // The card as the privacy node fits it (inside the picture, black bars), drawn by ffmpeg.
-        let fitted = try CLI.capture(["ffmpeg", "-v", "error", "-i", assets + "/privacy.png", "-vf",
-                                      "scale=720:1280:force_original_aspect_ratio=decrease,pad=720:1280:(ow-iw)/2:(oh-ih)/2,scale=\(size.w):\(size.h)",
-                                      "-pix_fmt", "gray", "-f", "rawvideo", "-"])
-        let card = [UInt8](fitted)
-        XCTAssertEqual(shown.count, original.count)
-        Self.assertCardSpans(shown: shown, original: original, spans: expected)
-        XCTAssertLessThan(Self.meanDistance(shown[expected[0].0], card), 6, "and it is the privacy card")
+        try Self.assertCard(recording, source: flv, spans: expected, assets: assets)
 
         try assertPlaysEverywhere(recording, pictures: Self.seconds * 30)
         // Duration and sync as the source's.
@@ -102,6 +91,35 @@ final class PassthroughTests: XCTestCase {
             return start("audio") - start("video")
         }
         XCTAssertEqual(startGap(b), startGap(a), accuracy: 0.05, "audio against video as the publisher sent them")
+    }
+
+    /// Pictures: every one in a span is the card (the privacy node's, fitted as ffmpeg fits it),
+    /// every other decodes as the publisher's.
+    static func assertCard(_ recording: String, source: String, spans expected: [(Int, Int)], assets: String,
+                           file: StaticString = #filePath, line: UInt = #line) throws {
+        let size = (w: 90, h: 160)
+        let shown = try HlsWitness.grayPictures(recording, width: size.w, height: size.h)
+        let original = try HlsWitness.grayPictures(source, width: size.w, height: size.h)
+        // The card as the privacy node fits it (inside the picture, black bars), drawn by ffmpeg.
+        let fitted = try CLI.capture(["ffmpeg", "-v", "error", "-i", assets + "/privacy.png", "-vf",
+                                      "scale=720:1280:force_original_aspect_ratio=decrease,pad=720:1280:(ow-iw)/2:(oh-ih)/2,scale=\(size.w):\(size.h)",
+                                      "-pix_fmt", "gray", "-f", "rawvideo", "-"])
+        let card = [UInt8](fitted)
+        XCTAssertEqual(shown.count, original.count, file: file, line: line)
+        guard let first = expected.first, first.0 < shown.count else { return XCTFail("no card span", file: file, line: line) }
+        let inSpan = { (k: Int) in expected.contains { k >= $0.0 && k < $0.1 } }
+        var worstCard = 0.0, worstSource = 0.0
+        for k in 0..<min(shown.count, original.count) {
+            if inSpan(k) {
+                worstCard = max(worstCard, meanDistance(shown[k], shown[first.0]))
+                XCTAssertGreaterThan(meanDistance(shown[k], original[k]), 8, "picture \(k) is hidden", file: file, line: line)
+            } else {
+                worstSource = max(worstSource, meanDistance(shown[k], original[k]))
+            }
+        }
+        XCTAssertLessThan(worstCard, 2, "every picture in a span is the same card", file: file, line: line)
+        XCTAssertLessThan(meanDistance(shown[first.0], card), 6, "and it is the privacy card", file: file, line: line)
+        XCTAssertEqual(worstSource, 0, "the publisher's pictures decode exactly as sent", file: file, line: line)
     }
 
     /// `aac passthrough: auto`: the phone's AAC packets go out as they came (not decoded audio
@@ -308,24 +326,26 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(publish.status, 0, publish.stderr)
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
         let recorded = try XCTUnwrap(nginx.sessions.last, "nginx recorded nothing")
-        try assertSpliced(recorded, source: flv, switches: switches, pictures: seconds * 30)
+        try Self.assertSpliced(recorded, source: flv, switches: switches, pictures: seconds * 30)
         try assertPlaysEverywhere(recorded, pictures: seconds * 30, browser: false)
         // The hls sink: one rendition, the phone's own, cut at its keyframes (fMP4 segments).
         let playlist = dir + "/hls/1280p/index.m3u8"
-        try assertSpliced(playlist, source: flv, switches: switches, pictures: seconds * 30)
+        try Self.assertSpliced(playlist, source: flv, switches: switches, pictures: seconds * 30)
         XCTAssertEqual(try HlsWitness.decode(playlist).errors, "", "ffmpeg plays the HLS across every splice")
     }
 
     /// Packets: the recording's picture k is the publisher's picture k; every picture outside
     /// the card spans is the publisher's packet, byte for byte, and the spans run from each
     /// switch on to the publisher's first keyframe after it went off. Returns the spans.
+    /// `hashes`: one per video packet in decode order (another framing's: its slices' hashes).
     @discardableResult
-    func assertSpliced(_ recording: String, source flv: String, switches: [(Int, Int)], pictures: Int,
-                       file: StaticString = #filePath, line: UInt = #line) throws -> [(Int, Int)] {
-        let sent = try Self.packetHashes(flv), recorded = try Self.packetHashes(recording)
+    static func assertSpliced(_ recording: String, source flv: String, switches: [(Int, Int)], pictures: Int,
+                              hashes: (String) throws -> [String] = { try packetHashes($0) },
+                              file: StaticString = #filePath, line: UInt = #line) throws -> [(Int, Int)] {
+        let sent = try hashes(flv), recorded = try hashes(recording)
         XCTAssertEqual(sent.count, pictures, file: file, line: line)
         XCTAssertEqual(recorded.count, sent.count, "every picture recorded, none repeated", file: file, line: line)
-        let sourceKeys = try Self.keyframeIndices(flv)
+        let sourceKeys = try keyframeIndices(flv)
         let expected = switches.map { on, off in (on, sourceKeys.first { $0 >= off } ?? pictures) }
         var ours: [(Int, Int)] = []
         for k in 0..<min(sent.count, recorded.count) where recorded[k] != sent[k] {
@@ -336,7 +356,7 @@ final class PassthroughTests: XCTestCase {
         for (span, (on, off)) in zip(expected, switches) {
             print("passthrough: card on at picture \(on), off at \(off), source keyframe at \(span.1): overstay \(Double(span.1 - off) / 30) s")
         }
-        let recordedKeys = Set(try Self.keyframeIndices(recording))
+        let recordedKeys = Set(try keyframeIndices(recording))
         for span in expected { XCTAssertTrue(recordedKeys.contains(span.0), "our span at \(span.0) starts with a keyframe", file: file, line: line) }
         return expected
     }

@@ -86,9 +86,14 @@ struct AvcConfiguration: Equatable {
     /// An Annex B access unit (an encoder's packet) as MP4 and FLV carry pictures: each NAL unit
     /// behind its length in `lengthSize` bytes.
     static func lengthPrefixed(annexB bytes: ArraySlice<UInt8>, lengthSize: Int) -> [UInt8] {
+        lengthPrefixed(units: units(annexB: bytes), lengthSize: lengthSize)
+    }
+
+    /// NAL units each behind its length in `lengthSize` bytes.
+    static func lengthPrefixed(units: [[UInt8]], lengthSize: Int) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(bytes.count + 16)
-        for unit in units(annexB: bytes) {
+        out.reserveCapacity(units.reduce(0) { $0 + $1.count + lengthSize })
+        for unit in units {
             for shift in stride(from: 8 * (lengthSize - 1), through: 0, by: -8) { out.append(UInt8((unit.count >> shift) & 0xFF)) }
             out += unit
         }

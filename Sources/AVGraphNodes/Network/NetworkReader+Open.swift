@@ -16,7 +16,7 @@ extension NetworkReader {
             let demuxer = try Demuxer(url: input.url, format: input.format, options: options, cancel: cancel, redacted: shownURL)
             try checkSize(demuxer, peer: nil)
             // libavformat does not tell an SRT caller's address; pulling, the peer is the server.
-            return (demuxer, input.listen ? "unknown" : shownURL, nil)
+            return (RepackingSource.repacking(demuxer), input.listen ? "unknown" : shownURL, nil)
         }
         guard let stream = listener.next() else { return nil }
         do {
@@ -24,7 +24,7 @@ extension NetworkReader {
             let format = stream.format ?? input.format ?? "flv"
             let demuxer: PacketSource = format == "flv"
                 ? try FlvTagReader(name: stream.peer, warn: { [weak self] in self?.note(.warning($0)) }, onData: inBandPrivacy, read: read)
-                : try Demuxer(format: format, name: "\(stream.peer)", cancel: cancel, read: read)
+                : RepackingSource.repacking(try Demuxer(format: format, name: "\(stream.peer)", cancel: cancel, read: read))
             try checkSize(demuxer, peer: stream.peer)
             return (demuxer, stream.peer, stream)
         } catch {
