@@ -153,7 +153,7 @@ extension PassthroughTests {
         let videoStats = (stats["nodes"] as? [[String: Any]])?.first { $0["node"] as? String == "video" }
         XCTAssertEqual(videoStats?["figures"] as? [String: Double], atEnd)
         let recording = dir + "/out.mp4"
-        let spans = try assertSpliced(recording, source: flv, switches: [(0, 90)], pictures: seconds * 30)
+        let spans = try Self.assertSpliced(recording, source: flv, switches: [(0, 90)], pictures: seconds * 30)
         XCTAssertEqual(spans.map { "\($0.0)..<\($0.1)" }, ["0..<120"])
         let shown = try HlsWitness.grayPictures(recording, width: 90, height: 160)
         let original = try HlsWitness.grayPictures(flv, width: 90, height: 160)

@@ -67,7 +67,7 @@ d.quit()
         XCTAssertEqual(browser["height"] as? Int, 1280, "\(browser)")
 
         // Every picture outside the card span is the phone's packet, byte for byte.
-        let expected = try assertSpliced(recording, source: flv, switches: switches, pictures: seconds * 30)
+        let expected = try Self.assertSpliced(recording, source: flv, switches: switches, pictures: seconds * 30)
         XCTAssertEqual(try Tool.run(["ffmpeg", "-v", "error", "-xerror", "-i", recording, "-f", "null", "-"]).stderr, "", "ffmpeg decodes it without an error")
 
         // As a player shows it (ffmpeg's autorotate): upright at the turned size, the marker top
@@ -138,7 +138,7 @@ d.quit()
         let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
         XCTAssertEqual(account["passed"] as? Int, 150)
         XCTAssertEqual(account["encoded"] as? Int, 150)
-        try assertSpliced(recording, source: flv, switches: [(150, 300)], pictures: 300)
+        try Self.assertSpliced(recording, source: flv, switches: [(150, 300)], pictures: 300)
         let video = try XCTUnwrap(CLI.stream(try CLI.probe(recording), "video"))
         let sideData = (video["side_data_list"] as? [[String: Any]]) ?? []
         XCTAssertEqual((sideData.first { $0["side_data_type"] as? String == "Display Matrix" }?["rotation"] as? Int).map(abs), 90, "\(sideData)")
