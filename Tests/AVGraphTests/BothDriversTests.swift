@@ -27,6 +27,8 @@ final class BothDriversTests: XCTestCase {
         "srt source": "needs a publisher connecting over the network at wall-clock times (SrtSourceTests)",
         "rtmp sink": "what comes out is on a server (LiveSinkTests, with nginx-rtmp)",
         "srt sink": "what comes out is on a server (LiveSinkTests, with srt-live-transmit)",
+        "h265": "x265's rate control runs across its frame threads as they finish: two encodes of the same pictures differ in bytes "
+            + "(seen: 3447 against 3554 bytes at the third picture); HevcPassthroughTests and ConformanceTests check it",
     ]
 
     struct Case {

@@ -54,6 +54,7 @@ final class ConformanceTests: XCTestCase {
                              inputs: [raw], liveValues: ["card": .string("typing")]),
             "fps": .init(t("fps"), options: "rate: 25", inputs: [raw]),
             "h264": .init(t("h264"), inputs: [raw]),
+            "h265": .init(t("h265"), inputs: [raw]),
             "meter": .init(t("meter"), inputs: [app]),
             "mixer": .init(t("mixer"), inputs: [app, mic]),
             "resample": .init(t("resample"), options: "rate: 44100, channels: 1", inputs: [app]),

@@ -65,7 +65,7 @@ final class CheckCommandTests: XCTestCase {
         XCTAssertTrue(h264.stdout.contains("range:"), h264.stdout)
         XCTAssertTrue(h264.stdout.contains("Inputs:") && h264.stdout.contains("raw video"), h264.stdout)
         XCTAssertTrue(h264.stdout.contains("Outputs:") && h264.stdout.contains("encoded video"), h264.stdout)
-        let unknown = try CLI.run(["inspect", "h265"])
+        let unknown = try CLI.run(["inspect", "h2640"])
         XCTAssertEqual(unknown.status, 1)
         XCTAssertTrue(unknown.stderr.contains("did you mean 'h264'?"), unknown.stderr)
     }

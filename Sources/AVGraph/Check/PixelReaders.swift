@@ -15,19 +15,18 @@ extension CheckedPipeline {
     private func mediaOnRequest(node: String, output: Int, kind: MediaKind,
                                 reads: (any Node.Type, Int, OptionValues) -> Bool) -> Bool {
         var visited: Set<String> = []
+        let consumers = consumerIndex()
         func onRequest(_ node: String, _ output: Int) -> Bool {
             guard visited.insert("\(node).\(output)").inserted else { return true }
-            for consumer in nodes {
-                for (i, input) in consumer.inputs.enumerated() where input.from == node && input.fromOutput == output {
-                    // An `orient` whose tag is carried as a display matrix turns nothing (it loads
-                    // the pixels of the few pictures it must turn: a change of orientation).
-                    let turnsNothing = kind == .rawVideo
-                        && consumer.type.orientationHandling(input: i, options: consumer.options) == .turns
-                        && orientationCarried(node: consumer.name, output: 0)
-                    if reads(consumer.type, i, consumer.options) && !turnsNothing { return false }
-                    for (o, format) in consumer.outputs.enumerated() where format.kind == kind {
-                        if !onRequest(consumer.name, o) { return false }
-                    }
+            for (consumer, i) in consumers.of(node, output) {
+                // An `orient` whose tag is carried as a display matrix turns nothing (it loads
+                // the pixels of the few pictures it must turn: a change of orientation).
+                let turnsNothing = kind == .rawVideo
+                    && consumer.type.orientationHandling(input: i, options: consumer.options) == .turns
+                    && orientationCarried(node: consumer.name, output: 0, consumers: consumers)
+                if reads(consumer.type, i, consumer.options) && !turnsNothing { return false }
+                for (o, format) in consumer.outputs.enumerated() where format.kind == kind {
+                    if !onRequest(consumer.name, o) { return false }
                 }
             }
             return true
