@@ -98,7 +98,14 @@ final class SrtPassthroughTests: XCTestCase {
         let recording = dir + "/out.mp4"
         let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
         print("srt phone, passthrough: \(account)")
-        XCTAssertEqual(account["encoded"] as? Int, (240 - 90) + (360 - 260))
+        // The schedule is in the source's media time, which starts at the session's first frame:
+        // in MPEG-TS the phone's first sound is stamped ahead of its first picture and which of the
+        // two the demuxer hands over first varies from run to run, so the pictures' media times may
+        // lie one picture later (seen 1 run in 5 alone): then each edge of the schedule falls a
+        // picture earlier. The spans still end at the phone's keyframes (240, 360).
+        let shift = account["encoded"] as? Int == (240 - 89) + (360 - 259) ? 1 : 0
+        let switches = Self.switches.map { ($0.0 - shift, $0.1 - shift) }
+        XCTAssertEqual(account["encoded"] as? Int, (240 - 90 + shift) + (360 - 260 + shift))
         XCTAssertEqual(account["passed"] as? Int, pictures - (account["encoded"] as? Int ?? 0))
         XCTAssertEqual(account["spans"] as? Int, 2)
         let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
@@ -106,7 +113,7 @@ final class SrtPassthroughTests: XCTestCase {
         XCTAssertEqual(PassthroughTests.videoBytes(run, node: "src"), 0, "no picture was decoded: each went on as its packet")
         let probe = try CLI.probe(recording)
         XCTAssertEqual(CLI.stream(probe, "video")?["codec_tag_string"] as? String, "avc1", "a plain avc1 track")
-        let spans = try PassthroughTests.assertSpliced(recording, source: flv, switches: Self.switches, pictures: pictures, hashes: Self.sliceHashes)
+        let spans = try PassthroughTests.assertSpliced(recording, source: flv, switches: switches, pictures: pictures, hashes: Self.sliceHashes)
         try PassthroughTests.assertCard(recording, source: flv, spans: spans, assets: assets)
         try Self.assertDecodesClean(recording, pictures: pictures, "the SRT phone's recording")
         try Self.assertTimedAsTheSource(recording, source: flv, "the SRT phone's recording", audioSlack: 0.1)
