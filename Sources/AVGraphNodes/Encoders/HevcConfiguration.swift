@@ -58,16 +58,7 @@ struct HevcConfiguration: Equatable {
 
     /// The NAL unit type of a length-prefixed picture's first coded slice.
     static func firstPictureType(_ bytes: ArraySlice<UInt8>, lengthSize: Int) -> Int? {
-        var i = bytes.startIndex
-        while i + lengthSize < bytes.endIndex {
-            var length = 0
-            for k in 0..<lengthSize { length = length << 8 | Int(bytes[i + k]) }
-            i += lengthSize
-            guard length > 0, i + length <= bytes.endIndex else { return nil }
-            let type = Self.type(ofUnitHeader: bytes[i])
-            if type < UnitType.firstNonPicture { return type }
-            i += length
-        }
-        return nil
+        LengthPrefixedUnits(bytes, lengthSize: lengthSize).lazy.map { Self.type(ofUnitHeader: $0.first!) }
+            .first { $0 < UnitType.firstNonPicture }
     }
 }

@@ -9,17 +9,9 @@ enum H264DisplayOrientation {
     /// that cancels or says nothing (the decoder then attaches no matrix: the one before holds).
     /// Only SEI NAL units are copied out of the packet (a few bytes), never the picture.
     static func of(_ av: UnsafePointer<AVPacket>, nalLengthSize n: Int) -> Orientation? {
-        guard let data = av.pointee.data else { return nil }
-        let size = Int(av.pointee.size)
         var found: Orientation?
-        var i = 0
-        while i + n <= size {
-            var length = 0
-            for k in 0..<n { length = length << 8 | Int(data[i + k]) }
-            i += n
-            guard length > 0, i + length <= size else { break }
-            if data[i] & 0x1F == 6, let o = of(sei: Array(UnsafeBufferPointer(start: data + i + 1, count: length - 1))[...]) { found = o }
-            i += length
+        for unit in LengthPrefixedUnits(av, lengthSize: n) where unit.first! & 0x1F == 6 {
+            if let o = of(sei: Array(unit.dropFirst())[...]) { found = o }
         }
         return found
     }

@@ -67,18 +67,10 @@ final class PicturesOnRequest: Sendable {
 
     /// Whether a length-prefixed packet holds a picture (a coded slice), not only parameter sets or SEI.
     static func isPicture(_ av: UnsafePointer<AVPacket>, nalLengthSize n: Int, codec: FlvVideoCodec) -> Bool {
-        guard let data = av.pointee.data else { return false }
-        let size = Int(av.pointee.size)
-        var i = 0
-        while i + n < size {
-            var length = 0
-            for k in 0..<n { length = length << 8 | Int(data[i + k]) }
-            i += n
-            guard length > 0, i + length <= size else { return false }
-            if codec == .hevc ? (data[i] >> 1) & 0x3F < 32 : (1...5).contains(data[i] & 0x1F) { return true }
-            i += length
+        LengthPrefixedUnits(av, lengthSize: n).contains { unit in
+            let header = unit.first!
+            return codec == .hevc ? (header >> 1) & 0x3F < 32 : (1...5).contains(header & 0x1F)
         }
-        return false
     }
 
     private func decode(_ picture: SourcePicture, in run: Run) throws -> Frame {

@@ -58,17 +58,9 @@ enum VideoSequenceSize {
     static func of(_ codec: FlvVideoCodec, frames p: ArraySlice<UInt8>, nalLengthSize: Int) -> [Size] {
         switch codec {
         case .h264, .hevc:
-            var sizes: [Size] = []
-            var i = p.startIndex
-            while i + nalLengthSize <= p.endIndex {
-                let n = p[i..<i + nalLengthSize].reduce(0) { $0 << 8 | Int($1) }
-                i += nalLengthSize
-                guard n > 0, i + n <= p.endIndex else { break }
-                let unit = p[i..<i + n]
-                if let size = codec == .h264 ? H264PictureSize.of(sps: unit) : hevc(sps: unit) { sizes.append(size) }
-                i += n
+            return LengthPrefixedUnits(p, lengthSize: nalLengthSize).compactMap { unit in
+                codec == .h264 ? H264PictureSize.of(sps: unit) : hevc(sps: unit)
             }
-            return sizes
         case .av1: return av1(obus: p)
         case .vp9: return vp9(frame: p).map { [$0] } ?? []
         }
