@@ -56,6 +56,26 @@ public struct CheckedPipeline: Sendable {
     public var diagnostics: [Diagnostic]
 
     public var isValid: Bool { !diagnostics.contains { $0.severity == .error } }
+
+    /// Every node after the nodes it takes input from (Kahn's algorithm: a long chain costs no
+    /// recursion), in file order where the graph leaves a choice; `index`: node names to positions.
+    static func topologicalOrder(_ nodes: [CheckedNode], index: [String: Int]) -> [Int] {
+        var waiting = nodes.map { node in node.inputs.count { index[$0.from] != nil } }
+        var feeds = [[Int]](repeating: [], count: nodes.count)
+        for (i, node) in nodes.enumerated() {
+            for c in node.inputs { if let up = index[c.from] { feeds[up].append(i) } }
+        }
+        var order = nodes.indices.filter { waiting[$0] == 0 }
+        var next = 0
+        while next < order.count {
+            for d in feeds[order[next]] {
+                waiting[d] -= 1
+                if waiting[d] == 0 { order.append(d) }
+            }
+            next += 1
+        }
+        return order
+    }
     public func node(_ name: String) -> CheckedNode? { nodes.first { $0.name == name } }
 
     /// Realtime unless told otherwise when a source is live (a `LiveSource`: `app`, `socket`, ...).

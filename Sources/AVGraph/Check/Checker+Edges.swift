@@ -213,23 +213,7 @@ extension Pass {
 
     /// Every node after the nodes it takes input from (Kahn's algorithm; the graph has no cycle
     /// by now), in file order where the graph leaves a choice.
-    func topologicalOrder() -> [Int] {
-        var waiting = result.nodes.map { node in node.inputs.count { index[$0.from] != nil } }
-        var feeds = [[Int]](repeating: [], count: result.nodes.count)
-        for (i, node) in result.nodes.enumerated() {
-            for c in node.inputs { if let up = index[c.from] { feeds[up].append(i) } }
-        }
-        var order = result.nodes.indices.filter { waiting[$0] == 0 }
-        var next = 0
-        while next < order.count {
-            for d in feeds[order[next]] {
-                waiting[d] -= 1
-                if waiting[d] == 0 { order.append(d) }
-            }
-            next += 1
-        }
-        return order
-    }
+    func topologicalOrder() -> [Int] { CheckedPipeline.topologicalOrder(result.nodes, index: index) }
 
     /// A format rule must return one format per output pad, each of a kind the pad declares: the
     /// runtime relies on it, so a node type that breaks it is refused here rather than at run time.

@@ -143,6 +143,12 @@ public protocol Node: NodeHooks, SendableMetatype {
     static func readsSamples(input: Int, options: OptionValues) -> Bool
     /// What this node does with the orientation tag of the pictures on input `input`.
     static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling
+    /// Whether this node does little per buffer and keeps no deadlines of its own (no `tick`), so
+    /// it may run on the thread of its producers when they all run on one: each buffer then costs
+    /// no thread wake-up of its own. A live recording (source → `privacy` → encoders passing
+    /// packets on → `file`) runs on its source's thread. A node that works hard on every buffer
+    /// (a scaler, an encoder encoding) keeps its own thread, so the work spreads over the cores.
+    static func sharesProducerThread(options: OptionValues) -> Bool
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -160,6 +166,7 @@ extension Node {
     public static func readsPixels(input: Int, options: OptionValues) -> Bool { true }
     public static func readsSamples(input: Int, options: OptionValues) -> Bool { true }
     public static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling { .needsUpright }
+    public static func sharesProducerThread(options: OptionValues) -> Bool { false }
 
     /// The role, from the class the type derives from.
     public static var role: NodeRole {

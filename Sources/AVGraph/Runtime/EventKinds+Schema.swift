@@ -90,7 +90,8 @@ extension Event.EndOfStream {
             .list("sinks", of: EventField.object([.string("node"), .integer("bytes"), .number("media_duration"), .integer("frames")])),
             EventField("cpu", EventField.object([
                 EventField("process", seconds),
-                .list("nodes", of: EventField.object([.string("node"), EventField("seconds", seconds)])),
+                .list("nodes", of: EventField.object([.string("node"), EventField("seconds", seconds),
+                    .string("thread", required: false, doc: "the node whose thread ran this one (Node.sharesProducerThread): its seconds count there, this node's are 0")])),
             ]), required: false, doc: "CPU seconds (user+system): the whole process, and each node's own thread "
                 + "(threads a node starts itself, such as an encoder's, count only in process)"),
             EventField("figures", ["type": "object", "additionalProperties": Event.Stats.figuresSchema], required: false,

@@ -156,7 +156,17 @@ extension Event {
             public var process: Double
             public var nodes: [NodeCPU]
         }
-        public struct NodeCPU: Codable, Sendable { public var node: String; public var seconds: Double }
+        public struct NodeCPU: Codable, Sendable {
+            public var node: String
+            public var seconds: Double
+            /// The node whose thread ran this one (it shares its producers' thread): its seconds are counted there.
+            public var thread: String?
+            public init(node: String, seconds: Double, thread: String? = nil) {
+                self.node = node
+                self.seconds = seconds
+                self.thread = thread
+            }
+        }
     }
 
     /// A live option change took effect at `media_time`; `value` in the option's own type.

@@ -140,39 +140,51 @@ final class Inbox: Sendable {
     /// or `timeout` after `timeout` seconds of nothing (realtime ticks).
     func next(wants: (Int) -> Bool, timeout: Double?) -> Next {
         let deadline = timeout.map { Monotonic.now + $0 }
-        let memory = memory
         // Taking an item makes room a producer may be waiting for.
-        let next = state.wait(until: deadline, wakingOthers: { if case .item = $0 { true } else { false } }) { s -> Next? in
-            var best: Int?
-            var bestTime = Int64.max
-            for (i, queue) in s.queues.enumerated() where queue.count > 0 && wants(i) {
-                let t = queue.items[0].time
-                if t < bestTime { bestTime = t; best = i }
-            }
-            if best == nil {
-                // A lane nobody wants right now still has to drain at its end, or the run could stall.
-                for (i, queue) in s.queues.enumerated() where queue.count > 0 && s.queues.allSatisfy({ $0.count > 0 || $0.ended }) {
-                    best = i
-                    break
-                }
-            }
-            if let i = best {
-                let item = s.queues[i].pop()
-                memory.release(item)
-                return .item(i, item)
-            }
-            for i in s.queues.indices where s.queues[i].ended && s.queues[i].count == 0 && !s.queues[i].endDelivered {
-                s.queues[i].endDelivered = true
-                return .ended(i)
-            }
-            if s.queues.allSatisfy({ $0.endDelivered }) { return .allEnded }
-            if s.poked {
-                s.poked = false
-                return .timeout
-            }
-            return nil
+        let next = state.wait(until: deadline, wakingOthers: { if case .item = $0 { true } else { false } }) { s in
+            take(&s, wants: wants)
         }
         return next ?? .timeout
+    }
+
+    /// What `next` would give now, or nil instead of waiting (a node run on its producers' thread,
+    /// whose producers are done for this turn).
+    func poll(wants: (Int) -> Bool) -> Next? {
+        let next = state.withLock { s in take(&s, wants: wants) }
+        if case .item = next { state.wakeAll() }
+        return next
+    }
+
+    /// The next thing on the lanes, taken, or nil: nothing yet.
+    private func take(_ s: inout State, wants: (Int) -> Bool) -> Next? {
+        var best: Int?
+        var bestTime = Int64.max
+        for (i, queue) in s.queues.enumerated() where queue.count > 0 && wants(i) {
+            let t = queue.items[0].time
+            if t < bestTime { bestTime = t; best = i }
+        }
+        if best == nil {
+            // A lane nobody wants right now still has to drain at its end, or the run could stall.
+            for (i, queue) in s.queues.enumerated() where queue.count > 0 && s.queues.allSatisfy({ $0.count > 0 || $0.ended }) {
+                best = i
+                break
+            }
+        }
+        if let i = best {
+            let item = s.queues[i].pop()
+            memory.release(item)
+            return .item(i, item)
+        }
+        for i in s.queues.indices where s.queues[i].ended && s.queues[i].count == 0 && !s.queues[i].endDelivered {
+            s.queues[i].endDelivered = true
+            return .ended(i)
+        }
+        if s.queues.allSatisfy({ $0.endDelivered }) { return .allEnded }
+        if s.poked {
+            s.poked = false
+            return .timeout
+        }
+        return nil
     }
 
     var depths: [Int] { state.withLock { $0.queues.map(\.count) } }

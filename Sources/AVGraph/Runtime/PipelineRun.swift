@@ -37,6 +37,19 @@ public final class PipelineRun: OutletHost, Sendable {
             set { measuredCPU.withLock { $0 = newValue } }
         }
 
+        private let hostRunner = Mutex<NodeRunner?>(nil)
+        /// The node whose thread runs this one (`Node.sharesProducerThread`); nil: its own thread.
+        var host: NodeRunner? {
+            get { hostRunner.withLock { $0 } }
+            set { hostRunner.withLock { $0 = newValue } }
+        }
+        private let hostedRunners = Mutex<[NodeRunner]>([])
+        /// The nodes this one's thread runs besides itself, in the graph's order.
+        var guests: [NodeRunner] {
+            get { hostedRunners.withLock { $0 } }
+            set { hostedRunners.withLock { $0 = newValue } }
+        }
+
         init(name: String, node: any Node, inbox: Inbox, isSource: Bool, inputNames: [String]) {
             self.name = name
             self.node = node
@@ -45,22 +58,28 @@ public final class PipelineRun: OutletHost, Sendable {
             self.inputNames = inputNames
         }
 
-        func enqueueChange(_ option: String, _ value: OptionValue, done: @escaping LiveChanges.Done) {
-            changes.enqueue(option, value, done: done)
+        /// Ends the wait of the thread that runs this node, so it takes a change or question now.
+        private func poke() {
             inbox.poke()
             outlet?.wake()
+            host?.poke()
+        }
+
+        func enqueueChange(_ option: String, _ value: OptionValue, done: @escaping LiveChanges.Done) {
+            changes.enqueue(option, value, done: done)
+            poke()
         }
 
         func enqueueChange(_ option: String, _ value: OptionValue, at: Double, done: @escaping LiveChanges.Done) {
             changes.enqueue(option, value, at: at, done: done)
             outlet?.wake()
+            host?.poke()
         }
 
         /// `question` runs with the node on its own thread, at its next turn (a control command it answers).
         func ask(_ question: @escaping @Sendable (any Node) -> Void) {
             changes.ask(question)
-            inbox.poke()
-            outlet?.wake()
+            poke()
         }
     }
 
@@ -129,8 +148,9 @@ public final class PipelineRun: OutletHost, Sendable {
             }
         }
         var built: [NodeRunner] = []
+        let (hosts, order) = Self.threadHosts(pipeline.nodes)
         do {
-            for n in pipeline.nodes {
+            for (ni, n) in pipeline.nodes.enumerated() {
                 var durationLimit = duration
                 if let own = (n.type as? any EndsByItself.Type)?.mediaDuration(n.options), own > 0 { durationLimit = min(durationLimit ?? own, own) }
                 var setup = NodeSetup(
@@ -161,6 +181,9 @@ public final class PipelineRun: OutletHost, Sendable {
                     // Pictures that travel undecoded weigh nothing: room for a burst instead of drops.
                     let undecoded = kind == .rawVideo && pipeline.pixelsOnRequest(node: c.from, output: c.fromOutput)
                     let capacity = n.queue?.size ?? (kind == .rawVideo ? (undecoded ? 30 : self.rawVideoCapacity(c.format)) : 32)
+                    // Its producers' thread takes what it put there right after its turn: a bound
+                    // would only stall that thread on itself.
+                    if hosts[ni] != ni { return Inbox.Lane(capacity: 1 << 40, policy: .block, kind: kind) }
                     return Inbox.Lane(capacity: capacity, policy: policy, kind: kind)
                 }
                 let node: any Node
@@ -177,6 +200,11 @@ public final class PipelineRun: OutletHost, Sendable {
             throw error
         }
         runners = built
+        for i in order where hosts[i] != i {
+            let h = hosts[i]
+            built[i].host = built[h]
+            built[h].guests.append(built[i])
+        }
         for (ri, r) in runners.enumerated() {
             let n = pipeline.nodes[ri]
             var targets = Array(repeating: [Outlet.Target](), count: n.outputs.count)
@@ -315,7 +343,7 @@ public final class PipelineRun: OutletHost, Sendable {
         startWall.store(Date().timeIntervalSinceReferenceDate.bitPattern, ordering: .relaxed)
         events.emit(.start(.init(pipeline: pipeline.settings.name, realtime: realtime, nodes: runners.count, duration: duration)))
         onStart?()
-        for r in runners {
+        for r in runners where r.host == nil {
             finished.enter()
             let thread = Thread { [self] in
                 self.loop(r)
@@ -342,7 +370,7 @@ public final class PipelineRun: OutletHost, Sendable {
         events.emit(.stats(s))
         sayDrops(final: true)
         let (f, reason) = state.withLock { ($0.failure, $0.stopReason) }
-        let cpu = Event.EndOfStream.CPU(process: CPUTime.process, nodes: runners.map { .init(node: $0.name, seconds: $0.cpuSeconds) })
+        let cpu = Event.EndOfStream.CPU(process: CPUTime.process, nodes: runners.map { .init(node: $0.name, seconds: $0.cpuSeconds, thread: $0.host?.name) })
         let figures = Dictionary(uniqueKeysWithValues: s.nodes.compactMap { n in n.figures.map { (n.node, $0) } })
         events.emit(.eos(.init(mediaTime: s.mediaTime, peakRSS: ProcessMemory.peakResidentBytes, reason: reason, sinks: sinkSummaries,
                                cpu: cpu, figures: figures.isEmpty ? nil : figures)))

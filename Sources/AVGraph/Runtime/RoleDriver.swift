@@ -120,21 +120,24 @@ extension PipelineRun {
     /// One node's thread, from its first call to its end of stream on every output: a source is
     /// asked to produce until it ends or the run stops; a filter or sink is handed what its inbox
     /// holds, in order, and ticked on the realtime clock when it has deadlines; a node without
-    /// deadlines sleeps until its inbox has something, or a live change or stop wakes it.
+    /// deadlines sleeps until its inbox has something, or a live change or stop wakes it. The
+    /// nodes that share its thread (`SharedThread`) take their turns after each of its own.
     func loop(_ r: NodeRunner) {
         let out = r.outlet!
         FFmpegLog.tag(node: r.name)
         avg_name_this_thread(r.name)
+        let shared = SharedThread(host: r, run: self)
         do {
             let driver = try RoleDriver(node: r.node, outlet: out, inbox: r.inbox, changes: r.changes, tally: r.tally, clock: clock)
             if r.isSource {
-                while !isStopping, try driver.produce() {}
+                while !isStopping, try driver.produce() { shared.drain() }
             } else {
                 while true {
                     driver.takeQueued()
                     let timeout = driver.nextDeadline(at: clock)
                     guard try driver.handle(r.inbox.next(wants: driver.wants, timeout: timeout)) else { break }
                     try driver.tickIfDue(at: clock)
+                    shared.drain()
                 }
             }
             try driver.finish()
@@ -144,5 +147,6 @@ extension PipelineRun {
             r.node.abort()
         }
         out.endAll()
+        shared.finishAll()
     }
 }

@@ -19,6 +19,8 @@ public final class AacNode: Filter, Node {
     public static let events: [any NodeEvent.Type] = [PassthroughEvent.self]
     /// Sending the source's packets on needs none of their samples: the source need not decode them.
     public static func readsSamples(input: Int, options: OptionValues) -> Bool { options[passthrough] != .auto }
+    /// Passthrough hands the source's packets on.
+    public static func sharesProducerThread(options: OptionValues) -> Bool { options[passthrough] == .auto }
     /// Sample rates AAC can signal; anything else is resampled to 48 kHz.
     static let rates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
 

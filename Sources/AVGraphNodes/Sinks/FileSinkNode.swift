@@ -41,6 +41,9 @@ public final class FileSinkNode: Sink, Node {
         return .carries
     }
 
+    /// Muxing a packet is a copy into the container's buffer; the disk write is the kernel's.
+    public static func sharesProducerThread(options: OptionValues) -> Bool { true }
+
     static var extensionsText: String { Muxer.containers.map { ".\($0.ext)" }.joined(separator: ", ") }
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {

@@ -27,6 +27,8 @@ final class PrivacyNode: Filter, Node {
     static func readsPixels(input: Int, options: OptionValues) -> Bool { false }
     /// A turned picture's card is drawn turned the same way, tag kept: it stands up where the picture would.
     static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling { .passesOn }
+    /// A picture let through is handed on as it came; a card is drawn once per size and card.
+    static func sharesProducerThread(options: OptionValues) -> Bool { true }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         guard let input = n.format(on: "video") else { throw NegotiationError("input 'video' is not connected") }
