@@ -15,4 +15,9 @@ extension IngestHub {
         if pad == 0 { frame.privacy = privacy.mark(at: time) }
         _ = queue.push(IngestQueue.Item(pad: pad, frame: frame, sourceTime: time, arrival: sent, session: session))
     }
+
+    /// Whether `pushDecoded` would queue a frame (a picture, or `seconds` of audio) without waiting.
+    func takesDecodedNow(pad: Int, seconds: Double) -> Bool {
+        queue.handOff.waitForRoom(lane: pad == 0 ? 0 : 1, cost: pad == 0 ? 1 : seconds, until: 0)
+    }
 }

@@ -6,8 +6,7 @@ extension NetworkReader {
     /// The decoding thread: packets from the backlog, frames to the hub, each session's decoders
     /// drained when its stream ends (or the next session begins, or the reader stops).
     func decode() {
-        var current: SessionDecoding?
-        func drain() {
+        func drain(_ current: SessionDecoding?) {
             guard let c = current else { return }
             do {
                 for pad in 0..<2 where c.decoders[pad] != nil {
@@ -19,45 +18,58 @@ extension NetworkReader {
             }
         }
         while let item = backlog.next() {
+            defer { backlog.finished() }
             switch item {
             case .begin(let next):
-                drain()
-                current = next
+                currentSession.withLock { current in
+                    drain(current)
+                    current = next
+                }
             case .end(let session):
-                if current?.session == session {
-                    drain()
-                    current = nil
+                currentSession.withLock { current in
+                    if current?.session == session {
+                        drain(current)
+                        current = nil
+                    }
                 }
                 sessionDelivered(session)
             case .packet(let packet, let pad):
                 defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
-                guard let c = current, c.healthy else { continue }
-                do {
-                    if pad == 0, c.picturesOnRequest != nil {
-                        if let pending = try c.pendingPicture(packet) {
-                            hub.pushDecoded(pending.frame, pad: 0, time: pending.time, sent: pending.sent, session: c.session, cancel: cancel)
-                        }
-                        if c.picturesOnRequest != nil { continue }
-                        // A reordered packet: from here on, the session decodes every picture.
-                        note(.warning("the stream from \(shownURL) reorders its pictures (B-frames): every picture is decoded from here on"))
-                        try push(c, pad)
-                    }
-                    if pad == 1, let pending = c.samplesOnRequest?.pending(packet) {
-                        let (time, sent) = c.stamp(pts: packet.pointee.pts, duration: pending.duration, pad: 1)
-                        hub.pushDecoded(pending.frame, pad: 1, time: time, sent: sent, session: c.session, cancel: cancel)
-                        continue
-                    }
-                    c.keepSourcePacket(packet, pad: pad)
-                    try c.decoders[pad]?.send(packet)
-                    try push(c, pad)
-                } catch {
-                    c.healthy = false
-                    note(.warning("decoding the stream from \(shownURL) failed (session \(c.session)): \(error)"))
+                currentSession.withLock { current in
+                    guard let c = current else { return }
+                    decode(packet, pad: pad, c)
                 }
             }
         }
-        if !cancel.isCancelled { drain() }
+        if !cancel.isCancelled { currentSession.withLock { drain($0) } }
         backlog.discard()
+    }
+
+    /// One packet of session `c`: its frame (pending or decoded) to the hub.
+    func decode(_ packet: UnsafeMutablePointer<AVPacket>, pad: Int, _ c: SessionDecoding) {
+        guard c.healthy else { return }
+        do {
+            if pad == 0, c.picturesOnRequest != nil {
+                if let pending = try c.pendingPicture(packet) {
+                    hub.pushDecoded(pending.frame, pad: 0, time: pending.time, sent: pending.sent, session: c.session, cancel: cancel)
+                }
+                if c.picturesOnRequest != nil { return }
+                // A reordered packet: from here on, the session decodes every picture.
+                note(.warning("the stream from \(shownURL) reorders its pictures (B-frames): every picture is decoded from here on"))
+                try push(c, pad)
+            }
+            if pad == 1, let pending = c.samplesOnRequest?.pending(packet) {
+                let (time, sent) = c.stamp(pts: packet.pointee.pts, duration: pending.duration, pad: 1)
+                hub.pushDecoded(pending.frame, pad: 1, time: time, sent: sent, session: c.session, cancel: cancel)
+                return
+            }
+            c.keepSourcePacket(packet, pad: pad)
+            try c.decoders[pad]?.send(packet)
+            try push(c, pad)
+        } catch {
+            c.healthy = false
+            note(.warning("decoding the stream from \(shownURL) failed (session \(c.session)): \(error)"))
+        }
     }
 
     /// Frames out of one decoder to the hub, stamped with the media time since the session's
@@ -91,8 +103,10 @@ extension NetworkReader {
     }
 }
 
-/// One publisher session's decoders and timing, used by the decoding thread alone.
-final class SessionDecoding {
+/// One publisher session's decoders and timing, used by one thread at a time: the one holding
+/// `NetworkReader.currentSession` (the decoding thread, or the reader handing on a pending frame).
+// @unchecked: its mutable state is only touched under that lock.
+final class SessionDecoding: @unchecked Sendable {
     let session: Int
     let connectedAt: Double
     private(set) var decoders: [Decoder?]

@@ -26,6 +26,9 @@ final class NetworkReader: Sendable {
     private let reading = Mutex((session: 0, packets: 0))
     private var session: Int { reading.withLock { $0.session } }
     let backlog: PacketBacklog
+    /// The session whose packets are being decoded: the decoding thread's, or the reader's for
+    /// a packet it hands on itself (`handOnPending`) while the decoding thread has nothing to do.
+    let currentSession = Mutex<SessionDecoding?>(nil)
     /// Whether the reader thread started, and whether it is done.
     private let thread = ConditionLock((started: false, done: false))
 
@@ -137,8 +140,8 @@ final class NetworkReader: Sendable {
     }
 
     /// One publisher's session, until it ends or breaks. This thread only reads the network and
-    /// queues packets; the decoding thread does the rest. So the reader never waits on the
-    /// pipeline (SRT in live mode throws away what is not read in time; compressed packets are
+    /// queues packets (or hands on a pending frame when that costs no wait, `handOnPending`); the
+    /// decoding thread does the rest. So the reader never waits on the pipeline (SRT in live mode throws away what is not read in time; compressed packets are
     /// small enough to hold seconds of them), and it listens again as soon as a publisher goes.
     private func read(_ demuxer: PacketSource, connectedAt: Double) throws {
         let videoIndex = demuxer.bestStream(AVMEDIA_TYPE_VIDEO)
@@ -169,6 +172,7 @@ final class NetworkReader: Sendable {
             let i = Int(packet.pointee.stream_index)
             guard let pad = i == videoIndex ? 0 : i == audioIndex ? 1 : nil else { continue }
             reading.withLock { $0.packets += 1 }
+            if handOnPending(packet, pad: pad) { continue }
             if case .dropped(let first) = backlog.push(packet, pad: pad) {
                 hub.queue.noteDropped(pad: pad)
                 if first {

@@ -19,6 +19,9 @@ final class PacketBacklog: Sendable {
     private let handOff: HandOff<Item>
     /// The reader thread's alone (a Mutex nobody else takes).
     private let dropping = Mutex((videoWaitsForKeyframe: false, overflowing: false))
+    /// Items pushed that the decoder has not finished with: while there are any, a packet the
+    /// reader handled itself would overtake them.
+    private let unfinished = Atomic(0)
     /// Bytes of packets it holds at most.
     let limit: Int
 
@@ -45,13 +48,33 @@ final class PacketBacklog: Sendable {
         if pad == 0 && dropping.withLock({ $0.videoWaitsForKeyframe }) && !key { return dropped() }
         var copy: UnsafeMutablePointer<AVPacket>? = av_packet_alloc()!
         av_packet_move_ref(copy, packet)
-        guard handOff.push(.packet(copy!, pad: pad)) else {
+        guard queue(.packet(copy!, pad: pad)) else {
             av_packet_free(&copy)
             if pad == 0 { dropping.withLock { $0.videoWaitsForKeyframe = true } }
             return dropped()
         }
         if pad == 0 { dropping.withLock { $0.videoWaitsForKeyframe = false } }
         return .taken
+    }
+
+    /// Runs `handle` on `packet` on the reader's thread instead of queuing it, when that keeps the
+    /// order (nothing queued, nor being decoded) and drops nothing (video waiting for a keyframe
+    /// goes through `push`); `handle` says whether it took the packet (else the caller pushes it).
+    func handledByReader(_ packet: UnsafeMutablePointer<AVPacket>, pad: Int, _ handle: () -> Bool) -> Bool {
+        guard unfinished.load(ordering: .acquiring) == 0 else { return false }
+        if pad == 0 && dropping.withLock({ $0.videoWaitsForKeyframe }) { return false }
+        return handle()
+    }
+
+    /// The decoder finished with an item it took from `next`.
+    func finished() { unfinished.subtract(1, ordering: .releasing) }
+
+    @discardableResult
+    private func queue(_ item: Item) -> Bool {
+        unfinished.add(1, ordering: .relaxed)
+        if handOff.push(item) { return true }
+        unfinished.subtract(1, ordering: .relaxed)
+        return false
     }
 
     private func dropped() -> Pushed {
@@ -64,12 +87,12 @@ final class PacketBacklog: Sendable {
     /// A new publisher session: the packets after this are its own.
     func begin(_ session: SessionDecoding) {
         dropping.withLock { $0 = (false, false) }
-        handOff.push(.begin(session))
+        queue(.begin(session))
     }
 
     /// Session `session`'s stream ended; the packets before this are its last.
     func endSession(_ session: Int) {
-        handOff.push(.end(session: session))
+        queue(.end(session: session))
     }
 
     /// The reader is done: the decoder takes what is queued, then ends.

@@ -104,9 +104,7 @@ final class SamplesOnRequest: Sendable {
                 r.previous = packet
                 r.sequence += 1
             }
-            // A new configuration, or ADTS framing: not what this session checked.
-            let head = packet.leadingBytes(2)
-            if packet.newExtradata != nil || head.count == 2 && head[0] == 0xFF && head[1] & 0xF6 == 0xF0 { r.givenUp = true }
+            if Self.leavesChecked(packet) { r.givenUp = true }
             guard !r.givenUp, r.checked >= Self.checkedFrames, let shape = r.shape, av.pointee.pts != avg_nopts() else { return nil }
             let source = SourcePicture(packet: packet, codec: "aac", configuration: configuration, session: session, sequence: r.sequence,
                                        decoding: Decoding(owner: self, previous: r.previous))
@@ -116,6 +114,20 @@ final class SamplesOnRequest: Sendable {
             frame.av.pointee.pkt_duration = duration
             return (frame, duration)
         }
+    }
+
+    /// How long `av`'s frame is when `pending` makes it a pending frame; nil when it would not
+    /// (the session decodes it). Tells the reader it may hand the frame on itself.
+    func pendingSeconds(_ av: UnsafeMutablePointer<AVPacket>) -> Double? {
+        let pends = reading.withLock { r in !r.givenUp && r.checked >= Self.checkedFrames && r.shape != nil }
+        guard pends, av.pointee.pts != avg_nopts(), !Self.leavesChecked(Packet(referencing: av, stream: stream)) else { return nil }
+        return Double(Self.frameLength) / Double(declared.rate)
+    }
+
+    /// A new configuration, or ADTS framing: not what this session checked.
+    private static func leavesChecked(_ packet: Packet) -> Bool {
+        let head = packet.leadingBytes(2)
+        return packet.newExtradata != nil || head.count == 2 && head[0] == 0xFF && head[1] & 0xF6 == 0xF0
     }
 
     private func decode(_ frame: SourcePicture, after previous: Packet?) throws -> Frame {
