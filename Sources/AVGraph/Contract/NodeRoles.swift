@@ -44,6 +44,12 @@ open class NodeHooks {
 open class Source: NodeHooks {
     /// Make the next media and emit it; false at the end of the stream.
     open func produce(_ out: Outlet) throws -> Bool { throw Self.missing("produce(_:)", self) }
+    /// Realtime runs hold each buffer a source emits until the clock reaches its media time; a
+    /// buffer at most this many seconds ahead goes on at once. A source whose media comes in real
+    /// time already and is stamped by its arrival (a network publisher) lands a little ahead of
+    /// the clock: its timeline is anchored on the grid and once the stream is open. Holding each
+    /// buffer back those milliseconds would only cost its thread a sleep and a wake-up.
+    open var mediaTimeSlack: Double { 0 }
 
     @available(*, deprecated, message: "a source has no inputs: only filters and sinks receive")
     public final func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {}

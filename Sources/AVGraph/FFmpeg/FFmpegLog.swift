@@ -60,13 +60,43 @@ public enum FFmpegLog {
         return String(cString: name)
     }
 
-    private static let tagKey = "avgraph.node"
+    /// A node's name as a thread's tag: made once per name and kept, so a thread switching nodes
+    /// (one running several, `SharedThread`) switches tags for the price of a thread-specific pointer.
+    public final class Tag: Sendable {
+        public let node: String
+        fileprivate init(_ node: String) { self.node = node }
+    }
+
+    /// The calling thread's tag, unretained: tags live as long as the process.
+    private static let tagKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// Every tag made, one per name, kept for the process (node names are few).
+    private static let madeTags = Mutex<[String: Tag]>([:])
+
+    /// The tag of node `name`.
+    public static func tag(for name: String) -> Tag {
+        madeTags.withLock { tags in
+            if let made = tags[name] { return made }
+            let made = Tag(name)
+            tags[name] = made
+            return made
+        }
+    }
 
     /// Names the node the calling thread works for: FFmpeg lines logged on it carry that name.
-    public static func tag(node: String?) { Thread.current.threadDictionary[tagKey] = node }
+    public static func tag(node: String?) { tag(node.map { tag(for: $0) }) }
+
+    /// The same with a tag already looked up (a thread that switches nodes often).
+    public static func tag(_ tag: Tag?) {
+        pthread_setspecific(tagKey, tag.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) })
+    }
 
     static var currentTag: String? {
-        let thread = Thread.current
-        return thread.threadDictionary[tagKey] as? String ?? thread.name.flatMap { $0.isEmpty ? nil : $0 }
+        if let p = pthread_getspecific(tagKey) { return Unmanaged<Tag>.fromOpaque(p).takeUnretainedValue().node }
+        return Thread.current.name.flatMap { $0.isEmpty ? nil : $0 }
     }
 }

@@ -26,6 +26,8 @@ public final class Outlet: Sendable {
     }
 
     public let nodeName: String
+    /// Seconds of media a realtime source may emit ahead of the clock (`Source.mediaTimeSlack`).
+    let slack: Double
     let targets: [[Target]]
     unowned let run: any OutletHost
     let isSource: Bool
@@ -54,7 +56,8 @@ public final class Outlet: Sendable {
         set { counters.withLock { $0.tap = newValue } }
     }
 
-    init(nodeName: String, targets: [[Target]], run: any OutletHost, isSource: Bool) {
+    init(nodeName: String, targets: [[Target]], run: any OutletHost, isSource: Bool, slack: Double = 0) {
+        self.slack = slack
         self.nodeName = nodeName
         self.targets = targets
         self.run = run
@@ -92,7 +95,7 @@ public final class Outlet: Sendable {
     public func emit(_ buffer: MediaBuffer, output: Int = 0) {
         var t = buffer.time
         if isSource {
-            if run.realtime { run.waitUntil(mediaTime: Double(t) / 1e6) }
+            if run.realtime { run.waitUntil(mediaTime: Double(t) / 1e6 - slack) }
             // Paused: the source's media is discarded, and what follows moves up to close the gap.
             switch run.pauseState(at: Double(t) / 1e6) {
             case .discard: return

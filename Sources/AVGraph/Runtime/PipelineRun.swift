@@ -213,7 +213,7 @@ public final class PipelineRun: OutletHost, Sendable {
                     targets[c.fromOutput].append(Outlet.Target(inbox: runners[ci].inbox, lane: lane))
                 }
             }
-            r.outlet = Outlet(nodeName: r.name, targets: targets, run: self, isSource: r.isSource)
+            r.outlet = Outlet(nodeName: r.name, targets: targets, run: self, isSource: r.isSource, slack: (r.node as? Source)?.mediaTimeSlack ?? 0)
         }
     }
 

@@ -25,25 +25,27 @@ final class SharedThread {
     private struct Guest {
         let runner: PipelineRun.NodeRunner
         let driver: RoleDriver?
+        /// FFmpeg's lines logged during its turns name it, not the host.
+        let tag: FFmpegLog.Tag
         var done: Bool
     }
     private let run: PipelineRun
-    private let hostName: String
+    private let hostTag: FFmpegLog.Tag
     private var guests: [Guest]
 
     init(host: PipelineRun.NodeRunner, run: PipelineRun) {
         self.run = run
-        hostName = host.name
+        hostTag = FFmpegLog.tag(for: host.name)
         guests = host.guests.map { g in
             do {
                 let driver = try RoleDriver(node: g.node, outlet: g.outlet, inbox: g.inbox, changes: g.changes, tally: g.tally, clock: run.clock)
-                return Guest(runner: g, driver: driver, done: false)
+                return Guest(runner: g, driver: driver, tag: FFmpegLog.tag(for: g.name), done: false)
             } catch {
                 run.fail(g.name, error)
                 g.inbox.close()
                 g.node.abort()
                 g.outlet.endAll()
-                return Guest(runner: g, driver: nil, done: true)
+                return Guest(runner: g, driver: nil, tag: FFmpegLog.tag(for: g.name), done: true)
             }
         }
     }
@@ -57,12 +59,12 @@ final class SharedThread {
             guard let driver = guests[i].driver else { continue }
             let runner = guests[i].runner
             var tagged = false
-            defer { if tagged { FFmpegLog.tag(node: hostName) } }
+            defer { if tagged { FFmpegLog.tag(hostTag) } }
             do {
                 driver.takeQueued()
                 while let next = runner.inbox.poll(wants: driver.wants) {
                     if !tagged {
-                        FFmpegLog.tag(node: runner.name)
+                        FFmpegLog.tag(guests[i].tag)
                         tagged = true
                     }
                     if try !driver.handle(next) {

@@ -25,6 +25,8 @@ final class NetworkSourceCore {
     static let silence = 0.1
     /// How late a publisher's audio may come before a mixer fills it (`ProducerPresence.audioLag`).
     static let audioLag = 1.0
+    /// A publisher's media lands up to about a frame ahead of the clock (`Source.mediaTimeSlack`).
+    static let mediaTimeSlack = 0.05
     private var lastItem = Monotonic.now
     private var silent = false
 

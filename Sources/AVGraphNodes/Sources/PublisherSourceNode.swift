@@ -32,6 +32,7 @@ public final class PublisherSourceNode: Source, Node, LiveSource {
     }
 
     override public func produce(_ out: Outlet) throws -> Bool { try core.produce(out) }
+    override public var mediaTimeSlack: Double { NetworkSourceCore.mediaTimeSlack }
     override public func finish(_ out: Outlet) throws { try core.finish(out) }
     override public func abort() { core.abort() }
 }
