@@ -141,8 +141,9 @@ final class NetworkReader: Sendable {
 
     /// One publisher's session, until it ends or breaks. This thread only reads the network and
     /// queues packets (or hands on a pending frame when that costs no wait, `handOnPending`); the
-    /// decoding thread does the rest. So the reader never waits on the pipeline (SRT in live mode throws away what is not read in time; compressed packets are
-    /// small enough to hold seconds of them), and it listens again as soon as a publisher goes.
+    /// decoding thread does the rest. So the reader never waits on the pipeline (SRT in live mode
+    /// throws away what is not read in time; compressed packets are small enough to hold seconds
+    /// of them), and it listens again as soon as a publisher goes.
     private func read(_ demuxer: PacketSource, connectedAt: Double) throws {
         let videoIndex = demuxer.bestStream(AVMEDIA_TYPE_VIDEO)
         let audioIndex = demuxer.bestStream(AVMEDIA_TYPE_AUDIO)
