@@ -145,7 +145,7 @@ public protocol Node: NodeHooks, SendableMetatype {
     static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling
     /// Whether this node does little per buffer and keeps no deadlines of its own (no `tick`), so
     /// it may run on the thread of its producers when they all run on one: each buffer then costs
-    /// no thread wake-up of its own. A live recording (source → `privacy` → encoders passing
+    /// no thread wake-up of its own. A live recording (source → `privacy` → `h264`/`aac` passing
     /// packets on → `file`) runs on its source's thread. A node that works hard on every buffer
     /// (a scaler, an encoder encoding) keeps its own thread, so the work spreads over the cores.
     static func sharesProducerThread(options: OptionValues) -> Bool

@@ -46,7 +46,9 @@ public final class H264Node: Filter, Node {
     /// Passthrough looks only at the pictures it encodes: the source's own, sent on as they came,
     /// need not be decoded at all (the network source then leaves them to decode on request).
     public static func readsPixels(input: Int, options: OptionValues) -> Bool { options[passthrough] != .auto }
-    /// Passthrough mostly hands packets on; it encodes only the spans a node changed.
+    /// Passthrough mostly hands packets on; it encodes only the spans a node changed, and a card
+    /// held on costs a skipped picture, not an x264 run (`h265` keeps its own thread: x265 works
+    /// on every card picture, some 25 ms each).
     public static func sharesProducerThread(options: OptionValues) -> Bool { options[passthrough] == .auto }
     /// Passthrough keeps the source's pictures as sent: its stream declares their orientation tag.
     public static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling {

@@ -30,8 +30,6 @@ public final class H265Node: Filter, Node {
 
     /// Passthrough looks only at the pictures it encodes (see `H264Node.readsPixels`).
     public static func readsPixels(input: Int, options: OptionValues) -> Bool { options[passthrough] != .auto }
-    /// Passthrough mostly hands packets on; it encodes only the spans a node changed.
-    public static func sharesProducerThread(options: OptionValues) -> Bool { options[passthrough] == .auto }
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let input = try PictureEncoding.input(n, name: typeName, passthrough: n[Self.passthrough] == .auto)
