@@ -117,6 +117,14 @@ final class RoleDriver {
 }
 
 extension PipelineRun {
+    /// Node `r` failed: the run hears why and stops; its producers' pushes are dropped from now
+    /// on and the node lets go of what it holds. Its outputs' ends are the caller's to send.
+    func giveUp(_ r: NodeRunner, _ error: Error) {
+        fail(r.name, error)
+        r.inbox.close()
+        r.node.abort()
+    }
+
     /// One node's thread, from its first call to its end of stream on every output: a source is
     /// asked to produce until it ends or the run stops; a filter or sink is handed what its inbox
     /// holds, in order, and ticked on the realtime clock when it has deadlines; a node without
@@ -142,9 +150,7 @@ extension PipelineRun {
             }
             try driver.finish()
         } catch {
-            fail(r.name, error)
-            r.inbox.close()
-            r.node.abort()
+            giveUp(r, error)
         }
         out.endAll()
         shared.finishAll()

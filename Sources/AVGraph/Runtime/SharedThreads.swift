@@ -24,40 +24,36 @@ extension PipelineRun {
 final class SharedThread {
     private struct Guest {
         let runner: PipelineRun.NodeRunner
-        let driver: RoleDriver?
+        let driver: RoleDriver
         /// FFmpeg's lines logged during its turns name it, not the host.
         let tag: FFmpegLog.Tag
-        var done: Bool
+        var done = false
     }
     private let run: PipelineRun
     private let hostTag: FFmpegLog.Tag
+    /// The guests that started (one whose driver could not be made has already failed and ended).
     private var guests: [Guest]
 
     init(host: PipelineRun.NodeRunner, run: PipelineRun) {
         self.run = run
         hostTag = FFmpegLog.tag(for: host.name)
-        guests = host.guests.map { g in
+        guests = host.guests.compactMap { g in
             do {
                 let driver = try RoleDriver(node: g.node, outlet: g.outlet, inbox: g.inbox, changes: g.changes, tally: g.tally, clock: run.clock)
-                return Guest(runner: g, driver: driver, tag: FFmpegLog.tag(for: g.name), done: false)
+                return Guest(runner: g, driver: driver, tag: FFmpegLog.tag(for: g.name))
             } catch {
-                run.fail(g.name, error)
-                g.inbox.close()
-                g.node.abort()
+                run.giveUp(g, error)
                 g.outlet.endAll()
-                return Guest(runner: g, driver: nil, tag: FFmpegLog.tag(for: g.name), done: true)
+                return nil
             }
         }
     }
-
-    var isEmpty: Bool { guests.isEmpty }
 
     /// Every guest takes what its inbox holds now: its changes, its buffers, its inputs' ends
     /// (then it finishes, and its own consumers hear of its end in the same pass).
     func drain() {
         for i in guests.indices where !guests[i].done {
-            guard let driver = guests[i].driver else { continue }
-            let runner = guests[i].runner
+            let (runner, driver) = (guests[i].runner, guests[i].driver)
             var tagged = false
             defer { if tagged { FFmpegLog.tag(hostTag) } }
             do {
@@ -74,9 +70,7 @@ final class SharedThread {
                     }
                 }
             } catch {
-                run.fail(runner.name, error)
-                runner.inbox.close()
-                runner.node.abort()
+                run.giveUp(runner, error)
                 end(i)
             }
         }
@@ -87,9 +81,7 @@ final class SharedThread {
     func finishAll() {
         for _ in 0...guests.count where guests.contains(where: { !$0.done }) { drain() }
         for i in guests.indices where !guests[i].done {
-            run.fail(guests[i].runner.name, MediaError("its inputs never ended"))
-            guests[i].runner.inbox.close()
-            guests[i].runner.node.abort()
+            run.giveUp(guests[i].runner, MediaError("its inputs never ended"))
             end(i)
         }
     }
