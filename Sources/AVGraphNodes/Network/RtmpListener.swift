@@ -8,7 +8,8 @@ import NIOSSL
 /// source on one event loop of the process's shared group, each a pipeline of its own (TLS
 /// first when the URL is `rtmps://`, then `RtmpDecoder` feeding its `RtmpConnection`, then
 /// `RtmpPeer`). Any number of connections go through the handshake and the publish commands at
-/// once; one that has not published with a valid key within `handshakeTimeout` is dropped. Only
+/// once; one that has not published with a valid key within `handshakeTimeout` is dropped, and
+/// when too many wait, the longest-waiting makes room for a newcomer (`WaitingRoom`). Only
 /// an admitted publisher becomes a session, handed to the reader as a `PublisherStream` of FLV,
 /// and its socket is read only while that stream has room: TCP holds the rest at the publisher.
 /// While one publishes, another valid publisher is refused (the held session ends after
@@ -20,8 +21,9 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
         var handshakeTimeout = 5.0
         /// An admitted publisher that sends nothing this long is gone.
         var silence = 5.0
-        /// Connections that have not published yet, at most; more are closed at once.
-        var pending = 64
+        /// Connections that have not published yet: when a limit is reached, the longest-waiting
+        /// one goes for the newcomer (see `WaitingRoom`).
+        var waiting = WaitingRoom<ObjectIdentifier>.Limits()
         /// A publisher that asked to stop gets this long to close first (then it is closed).
         var leaving = 3.0
         /// Any number of publishers at once (`avgraph serve`), each its own stream.
@@ -53,13 +55,14 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
             tls = nil
         }
         loop = MultiThreadedEventLoopGroup.singleton.next()
-        lobby = NIOLoopBoundBox.makeBoxSendingValue(Lobby(), as: Lobby.self, eventLoop: loop)
+        lobby = NIOLoopBoundBox.makeBoxSendingValue(Lobby(limits: limits.waiting), as: Lobby.self, eventLoop: loop)
         super.init()
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         // One loop for the server and its connections: the lobby (who waits, who publishes) is
         // that loop's alone, as the poll(2) thread's was.
         let bootstrap = ServerBootstrap(group: loop)
-            .serverChannelOption(ChannelOptions.backlog, value: 64)
+            // A burst of connections (a scan, many phones back at once) waits in the kernel's queue, not in SYN retries.
+            .serverChannelOption(ChannelOptions.backlog, value: 1024)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(ChannelOptions.autoRead, value: false)
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
@@ -121,14 +124,34 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
 /// The connections of one listener, on its loop.
 private final class Lobby {
     var peers: [RtmpPeer] = []
-    var lastCrowdWarning: NIODeadline?
+    /// Those that have not published yet.
+    var room: WaitingRoom<ObjectIdentifier>
+    var notes = NoteThrottle()
     /// The listener is stopping: connections closing now are not the peers' doing.
     var closing = false
 
-    /// Connections that have not published yet.
-    var waiting: Int { peers.count { $0.stream == nil } }
+    init(limits: WaitingRoom<ObjectIdentifier>.Limits) { room = WaitingRoom(limits: limits) }
 
     func isPublishing(besides peer: RtmpPeer) -> Bool { peers.contains { $0 !== peer && $0.isPublishing } }
+
+    /// Takes a new connection in; the waiting ones it displaces are closed.
+    func enter(_ peer: RtmpPeer, listener: RtmpListener) {
+        peers.append(peer)
+        let displaced = room.enter(ObjectIdentifier(peer), address: peer.address)
+        for id in displaced {
+            guard let victim = peers.first(where: { ObjectIdentifier($0) == id }) else { continue }
+            if let more = notes.pass("displaced") {
+                listener.note("\(victim.address): closed: \(room.count) connections wait to publish (\(room.count(from: victim.address)) from its address); "
+                    + "the longest-waiting gave its place to a newcomer" + NoteThrottle.suffix(more))
+            }
+            victim.drop()
+        }
+    }
+
+    func leave(_ peer: RtmpPeer) {
+        room.leave(ObjectIdentifier(peer))
+        peers.removeAll { $0 === peer }
+    }
 }
 
 /// First in a connection's pipeline, on the socket's own bytes: whether the last read left the
@@ -224,19 +247,12 @@ private final class RtmpPeer: ChannelInboundHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        if lobby.waiting >= listener.limits.pending {
-            let now = NIODeadline.now()
-            if lobby.lastCrowdWarning.map({ now - $0 > .seconds(1) }) ?? true {
-                lobby.lastCrowdWarning = now
-                listener.note("\(address): refused: \(listener.limits.pending) connections are already waiting to publish")
-            }
-            dropped = true
-            context.close(promise: nil)
-            return
-        }
-        lobby.peers.append(self)
+        lobby.enter(self, listener: listener)
         timer = after(listener.limits.handshakeTimeout) { [self] in
-            listener.note("\(address): refused: handshake timed out (\(RtmpListener.seconds(listener.limits.handshakeTimeout)) without a publish with a valid key)")
+            if let more = lobby.notes.pass("timeout") {
+                listener.note("\(address): refused: handshake timed out (\(RtmpListener.seconds(listener.limits.handshakeTimeout)) without a publish with a valid key)"
+                    + NoteThrottle.suffix(more))
+            }
             drop()
         }
         context.read()
@@ -246,6 +262,7 @@ private final class RtmpPeer: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !dropped else { return }
         let c = unwrapInboundIn(data)
+        if !sentSomething { lobby.room.spoke(ObjectIdentifier(self)) }
         sentSomething = true
         lastData = .now()
         send()
@@ -312,7 +329,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         }
         stream?.end()
         timer?.cancel()
-        lobby.peers.removeAll { $0 === self }
+        lobby.leave(self)
         context.fireChannelInactive()
     }
 
@@ -333,6 +350,7 @@ private final class RtmpPeer: ChannelInboundHandler {
     /// Admitted: the stream the reader will get, and the publisher's silence watched from now.
     private func begin(_ channel: Channel, key: String, app: String) {
         stream = PublisherStream(peer: address, key: key, app: app, format: "flv") { channel.pipeline.fireUserInboundEventTriggered(Room()) }
+        lobby.room.leave(ObjectIdentifier(self))
         timer?.cancel()
         watchSilence()
     }

@@ -22,12 +22,18 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
         var silence = 5.0
         /// Any number of callers at once (`avgraph serve`), each its own stream.
         var concurrent = false
+        /// Connected callers that have sent nothing yet (see `WaitingRoom`).
+        var waiting = WaitingRoom<SRTSOCKET>.Limits()
     }
 
     let settings: Settings
     private var socket: SRTSOCKET
     private let epoll: Int32
-    private var sessions: [SRTSOCKET: (stream: PublisherStream, lastData: Double)] = [:]
+    /// Connected callers. One is announced to the reader with its first bytes: a caller that
+    /// connects and says nothing holds no run and no source, only a place in `room`.
+    private var sessions: [SRTSOCKET: (stream: PublisherStream, lastData: Double, announced: Bool)] = [:]
+    private var room: WaitingRoom<SRTSOCKET>
+    private var notes = NoteThrottle()
     /// libsrt calls the hook on its own thread.
     private struct Callers {
         var busy = false
@@ -44,6 +50,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
 
     init(_ settings: Settings) throws {
         self.settings = settings
+        room = WaitingRoom(limits: settings.waiting)
         srt_startup()
         // libsrt writes its own lines to stderr (each refused caller, twice): what matters is said here, once.
         srt_setloglevel(2)  // LOG_CRIT
@@ -90,7 +97,8 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             let me = Unmanaged<SrtListener>.fromOpaque(opaque).takeUnretainedValue()
             return me.admit(caller, peer: peer.map { SrtListener.describe($0) } ?? "unknown", streamID: streamID.map { String(cString: $0) } ?? "")
         }, Unmanaged.passUnretained(self).toOpaque())
-        guard hooked == 0, srt_listen(socket, 8) == 0 else { throw fail("listen") }
+        // Callers whose handshake is done wait here until the listener's thread accepts them.
+        guard hooked == 0, srt_listen(socket, 128) == 0 else { throw fail("listen") }
         var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
         srt_epoll_add_usock(epoll, socket, &events)
         srt_epoll_add_ssock(epoll, wake[0], &events)
@@ -168,7 +176,6 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             let concurrent = settings.concurrent
             let taken = callers.withLock { c in
                 c.admitted[peer] = nil
-                defer { c.busy = true }
                 return c.busy && !concurrent
             }
             if taken {
@@ -179,9 +186,33 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             srt_epoll_add_usock(epoll, s, &events)
             let id = SrtStreamID(Self.streamID(of: s))
             let stream = PublisherStream(peer: peer, key: id.resource ?? id.raw, format: "mpegts") { [weak self] in self?.poke() }
-            sessions[s] = (stream, Monotonic.now)
-            announce(stream)
+            sessions[s] = (stream, Monotonic.now, false)
+            for victim in room.enter(s, address: peer) {
+                if let more = notes.pass("displaced"), let v = sessions[victim] {
+                    note("\(v.stream.peer): closed: \(room.count) connected callers have sent nothing (\(room.count(from: peer)) from its address); "
+                        + "the longest-waiting gave its place to a newcomer" + NoteThrottle.suffix(more))
+                }
+                endSession(victim)
+            }
         }
+    }
+
+    /// A caller's first bytes: it is a publisher now (one at a time unless `concurrent`).
+    private func announceFirst(_ socket: SRTSOCKET) {
+        guard let s = sessions[socket], !s.announced else { return }
+        room.leave(socket)
+        let concurrent = settings.concurrent
+        let taken = callers.withLock { c in
+            defer { c.busy = true }
+            return c.busy && !concurrent
+        }
+        if taken {
+            note("\(s.stream.peer): refused: another publisher is live on this source")
+            endSession(socket)
+            return
+        }
+        sessions[socket]?.announced = true
+        announce(s.stream)
     }
 
     /// The stream id an accepted caller gave (SRTO_STREAMID holds up to 512 bytes).
@@ -203,11 +234,19 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             }
             if n < 0 && srt_getlasterror(nil) == avg_srt_error_async_receive() { break }
             // Closed or broken: the caller is gone, what it sent perhaps not all read yet.
+            if !current.announced {
+                // One that never sent a byte was never a publisher.
+                guard !bytes.isEmpty else { return endSession(socket) }
+                announceFirst(socket)
+                guard sessions[socket] != nil else { return }
+            }
             current.stream.append(bytes)
             startDraining(socket)
             return
         }
         sessions[socket]?.lastData = Monotonic.now
+        if !current.announced && !bytes.isEmpty { announceFirst(socket) }
+        guard sessions[socket] != nil else { return }
         // Live SRT keeps no backlog for a late reader: past the stream's bound, what comes is lost either way.
         if !current.stream.isFull { current.stream.append(bytes) }
     }
@@ -260,6 +299,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
         } else {
             return
         }
+        room.leave(socket)
         srt_close(socket)
         stream.end()
         releaseIfIdle()
@@ -267,20 +307,26 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
 
     /// A draining caller does not hold the source: the next may be admitted (its stream waits for the reader).
     private func releaseIfIdle() {
-        let busy = !sessions.isEmpty
+        let busy = sessions.values.contains { $0.announced }
         callers.withLock { $0.busy = busy }
     }
 
     private func nearestDeadline() -> Double? {
         let oldest = callers.withLock { $0.admitted.values.min() }
-        let candidates = [oldest.map { $0 + settings.handshakeTimeout }, sessions.values.map(\.lastData).min().map { $0 + settings.silence },
+        let candidates = [oldest.map { $0 + settings.handshakeTimeout }, sessions.values.map(\.lastData).min().map { $0 + min(settings.silence, settings.handshakeTimeout) },
                           draining.isEmpty ? nil : Monotonic.now + Self.drainPoll].compactMap { $0 }
         return candidates.min()
     }
 
     private func checkDeadlines() {
         let now = Monotonic.now
-        for (socket, s) in sessions where s.stream.isAbandoned || now - s.lastData >= settings.silence {
+        for (socket, s) in sessions where !s.announced && now - s.lastData >= settings.handshakeTimeout {
+            if let more = notes.pass("timeout") {
+                note("\(s.stream.peer): refused: connected and sent nothing for \(Self.seconds(settings.handshakeTimeout))" + NoteThrottle.suffix(more))
+            }
+            endSession(socket)
+        }
+        for (socket, s) in sessions where s.announced && (s.stream.isAbandoned || now - s.lastData >= settings.silence) {
             if !s.stream.isAbandoned { note("\(s.stream.peer): the publisher sent nothing for \(Self.seconds(settings.silence)): taken as gone") }
             endSession(socket)
         }
