@@ -60,6 +60,8 @@ public struct OperatorAPI: Sendable {
     public func handle(_ r: HTTPRequest) -> HTTPResponse {
         let presented = r.headers["x-avgraph-token"] ?? r.query["token"]
         let authorized = presented.map { Self.same($0, token) } ?? false
+        // The icon says nothing of the run: a browser asks for it without the page's token.
+        if r.method == "GET" || r.method == "HEAD", let icon = Favicon.response(for: r.path) { return icon }
         if remote && !authorized { return .text(401, "401: this page needs its token (?token=...)\n") }
         switch (r.method, r.path) {
         case ("GET", "/"), ("HEAD", "/"):

@@ -3,7 +3,7 @@
 /// for the commands it sends; the page is served only to whoever may already read it.
 public enum OperatorPage {
     static func html(token: String) -> String {
-        template.replacingOccurrences(of: "__TOKEN__", with: token)
+        template.replacingOccurrences(of: "__TOKEN__", with: token).replacingOccurrences(of: "__FAVICON__", with: Favicon.link)
     }
 
     private static let template = #"""
@@ -12,6 +12,7 @@ public enum OperatorPage {
 <head>
 <meta charset="utf-8">
 <title>avgraph</title>
+__FAVICON__
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
   body { font: 14px/1.4 system-ui, sans-serif; margin: 0; background: #15171a; color: #e8e8e8; }

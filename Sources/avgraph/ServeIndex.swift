@@ -23,6 +23,7 @@ enum ServeIndex {
     static func routes(_ server: ServeServer) -> @Sendable (HTTPRequest) -> HTTPResponse {
         { [server] request in
             guard request.method == "GET" || request.method == "HEAD" else { return .text(405, "405: GET only\n", headers: ["Allow": "GET, HEAD"]) }
+            if let icon = Favicon.response(for: request.path) { return icon }
             let entries = server.liveSessions()
             switch request.path {
             case "/sessions":
@@ -61,7 +62,7 @@ enum ServeIndex {
             return "<li class=\"stream\" data-name=\"\(key)\" data-session=\"\(id)\"><a href=\"\(escape(page))\"><img src=\"/preview/\(id).jpg\" alt=\"\(name)\">"
                 + "<span>\(name) · \(escape(e.protocol)) · \(id)\(state)</span></a></li>"
         }
-        return "<!doctype html><html lang=en><head><meta charset=utf-8><title>avgraph serve</title>"
+        return "<!doctype html><html lang=en><head><meta charset=utf-8><title>avgraph serve</title>" + Favicon.link
             + "<meta http-equiv=\"refresh\" content=\"3\"><style>body{font:14px system-ui,sans-serif;background:#15171a;color:#e8e8e8;margin:1em}"
             + "ul{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:1em}li{background:#202328;padding:.6em;border-radius:.4em}"
             + "img{display:block;width:320px;background:#000;margin-bottom:.4em}a{color:#9cf}</style></head><body>"

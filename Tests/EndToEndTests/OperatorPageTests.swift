@@ -16,6 +16,8 @@ o = webdriver.ChromeOptions()
 for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000", "--ignore-certificate-errors"]:
     o.add_argument(a)
 o.binary_location = "/usr/bin/chromium"
+# What the page's console says (errors such as a failed request are "SEVERE").
+o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
 d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
 def until(f, timeout):
     end = time.time() + timeout
@@ -84,6 +86,7 @@ try:
     d.find_element(By.ID, "pause").click()
     out["resumed_state"] = until(lambda: d.find_element(By.ID, "state").text == "running", 3)
     out["warnings"] = d.find_element(By.ID, "warnings").text
+    out["console"] = [e["message"] for e in d.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
 finally:
     d.quit()
 print(json.dumps(out))
@@ -115,6 +118,7 @@ print(json.dumps(out))
         let nodes = ["screen", "appsound", "micsound", "app", "mic", "upright", "fit", "privacy", "smooth", "mix", "program", "video", "audio", "out"]
         XCTAssertEqual(Set(seen["graph_nodes"] as? [String] ?? []), Set(nodes), "the graph shows every node")
         XCTAssertTrue(FileManager.default.fileExists(atPath: shot))
+        XCTAssertEqual(seen["console"] as? [String], [], "Chromium's console says nothing of the page (the icon, every request answered)")
 
         // The recording: the card from the change on, the screen before it; the pause cut out.
         let applied = try XCTUnwrap(run.events.first { $0["event"] as? String == "applied" && $0["node"] as? String == "privacy" })
