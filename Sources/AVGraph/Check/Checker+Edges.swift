@@ -195,7 +195,7 @@ extension Pass {
                                     baseDirectory: result.baseDirectory, realtime: realtime)
                 do {
                     let formats = try node.type.negotiate(n)
-                    if let fault = contractFault(node.type, formats) {
+                    if let fault = contractFault(node.type, formats) ?? threadFault(node.type, node.options) {
                         let origin = registry.origin(of: node.type.typeName) ?? "built-in"
                         self.error(node.typeLocation, "'\(node.name)' (\(node.type.typeName), \(origin == "built-in" ? "built in" : "plugin \(origin)")): \(fault)",
                                    hint: "a fault of the node type, not of this file: tell its author")
@@ -225,6 +225,14 @@ extension Pass {
             return "its format rule returned \(f.kind.rawValue) for output pad '\(pad.name)', which carries \(pad.kindsText)"
         }
         return nil
+    }
+
+    /// A thread shared with producers runs its guests' buffers but never ticks them: a type
+    /// that asks to share and keeps deadlines would silently lose its deadlines.
+    func threadFault(_ type: any Node.Type, _ options: OptionValues) -> String? {
+        guard type.sharesProducerThread(options: options), type.keepsDeadlines(options: options) else { return nil }
+        return "it says it may run on its producers' thread (sharesProducerThread) and keeps deadlines of its own "
+            + "(keepsDeadlines): a shared thread never ticks the nodes it runs"
     }
 
     /// Node types that hold media themselves say how much; more than `memory-limit` is worth a warning.

@@ -149,6 +149,10 @@ public protocol Node: NodeHooks, SendableMetatype {
     /// packets on → `file`) runs on its source's thread. A node that works hard on every buffer
     /// (a scaler, an encoder encoding) keeps its own thread, so the work spreads over the cores.
     static func sharesProducerThread(options: OptionValues) -> Bool
+    /// Whether this node keeps deadlines of its own: it overrides `Consumer.tick` (an `fps`
+    /// emits on the clock). A thread shared with producers ticks none of its guests, so a type
+    /// that says both this and `sharesProducerThread` is refused by `check`.
+    static func keepsDeadlines(options: OptionValues) -> Bool
 
     /// The format rule: one output format per output pad, or a refusal.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat]
@@ -167,6 +171,7 @@ extension Node {
     public static func readsSamples(input: Int, options: OptionValues) -> Bool { true }
     public static func orientationHandling(input: Int, options: OptionValues) -> OrientationHandling { .needsUpright }
     public static func sharesProducerThread(options: OptionValues) -> Bool { false }
+    public static func keepsDeadlines(options: OptionValues) -> Bool { false }
 
     /// The role, from the class the type derives from.
     public static var role: NodeRole {

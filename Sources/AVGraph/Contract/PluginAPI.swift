@@ -22,9 +22,10 @@ public enum PluginAPI {
     /// Raise it whenever `Node`, `NodeSetup`, `Negotiation`, `Setting`, `Outlet`, `Frame` or friends change
     /// incompatibly (2: typed settings, live changes owned by the runtime; 3: hooks on the role
     /// classes `Source`, `Filter` and `Sink`; 4: node types declare their event kinds and option
-    /// value types, `Node.events`, `NodeEvent`, `OptionValueType`).
+    /// value types, `Node.events`, `NodeEvent`, `OptionValueType`; 5: `Node.sharesProducerThread`
+    /// and `Node.keepsDeadlines`).
     @_alwaysEmitIntoClient
-    public static var version: Int32 { 4 }
+    public static var version: Int32 { 5 }
 
     /// The body of a plugin's `avgraph_plugin`: compares versions, then lets `register` add node
     /// types. A throw is recorded for the host, which reports it naming the plugin file.

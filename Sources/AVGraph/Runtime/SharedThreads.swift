@@ -4,12 +4,13 @@ extension PipelineRun {
     /// Per node, the index of the node whose thread runs it: its own, or, for a node that shares
     /// its producers' thread (`Node.sharesProducerThread`), the thread of its producers when they
     /// all run on one. With the nodes in an order where producers come before their consumers.
-    static func threadHosts(_ nodes: [CheckedNode]) -> (hosts: [Int], order: [Int]) {
+    package static func threadHosts(_ nodes: [CheckedNode]) -> (hosts: [Int], order: [Int]) {
         let index = Dictionary(nodes.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
         let producers = nodes.map { n in Set(n.inputs.compactMap { index[$0.from] }) }
         let order = CheckedPipeline.topologicalOrder(nodes, index: index)
         var hosts = Array(nodes.indices)
-        for i in order where !producers[i].isEmpty && nodes[i].type.sharesProducerThread(options: nodes[i].options) {
+        for i in order where !producers[i].isEmpty && nodes[i].type.sharesProducerThread(options: nodes[i].options)
+            && !nodes[i].type.keepsDeadlines(options: nodes[i].options) {
             let theirs = Set(producers[i].map { hosts[$0] })
             if theirs.count == 1 { hosts[i] = theirs.first! }
         }

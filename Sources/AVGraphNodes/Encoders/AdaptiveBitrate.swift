@@ -8,11 +8,11 @@ import Foundation
 /// second, so the ceiling's 90 % comes back within about 7 s of the link clearing (OBS climbs
 /// 10 % every 4 s, about 25 s from the floor; HaishinKit 10 % after 15 good seconds).
 /// Never below `floor`, never above `ceiling`.
-struct AdaptiveBitrate {
-    struct Change: Equatable {
-        var from: Int
-        var to: Int
-        var reason: String
+package struct AdaptiveBitrate {
+    package struct Change: Equatable {
+        package var from: Int
+        package var to: Int
+        package var reason: String
     }
 
     /// Seconds of media waiting to leave at which a link counts as congested (OBS acts at 0.2 s).
@@ -26,9 +26,9 @@ struct AdaptiveBitrate {
     /// Seconds between cuts while a link's backlog still grows: half the encoder's VBV buffer.
     static let cutInterval = 0.5
 
-    private(set) var ceiling: Int
-    let floor: Int
-    private(set) var current: Int
+    package private(set) var ceiling: Int
+    package let floor: Int
+    package private(set) var current: Int
     private var lastDecrease = -Double.infinity
     /// The worst backlog when the bitrate last went down: while it drains, the cut is working.
     private var backlogAtDecrease = 0.0
@@ -43,14 +43,14 @@ struct AdaptiveBitrate {
     /// Cuts less than this apart belong to one bout of congestion.
     static let boutGap = 5.0
 
-    init(ceiling: Int, floor: Int) {
+    package init(ceiling: Int, floor: Int) {
         self.ceiling = ceiling
         self.floor = min(floor, ceiling)
         current = ceiling
     }
 
     /// A manual change (`ctl set video.bitrate`): the new ceiling, applied at once and kept.
-    mutating func setCeiling(_ bits: Int) {
+    package mutating func setCeiling(_ bits: Int) {
         ceiling = max(bits, floor)
         current = ceiling
         knownLimit = nil
@@ -58,7 +58,7 @@ struct AdaptiveBitrate {
     }
 
     /// The next bitrate, if it changes, from the sinks' latest readings.
-    mutating func update(_ readings: [UplinkFeedback.Reading], now: Double) -> Change? {
+    package mutating func update(_ readings: [UplinkFeedback.Reading], now: Double) -> Change? {
         let congestedLinks = readings.filter { $0.backlog > Self.congested }
         if let worst = congestedLinks.first {
             clearSince = nil

@@ -107,6 +107,8 @@ final class FpsNode: Filter, Node {
     /// The stall is measured from the last arrival, so sources whose timestamps do not start at
     /// zero work too; repeats go out `latency` after their slot's time, and a network
     /// publisher's that much later again (its source's silence mark, which stops them, comes first).
+    static func keepsDeadlines(options: OptionValues) -> Bool { true }
+
     override func tick(_ out: Outlet) throws {
         if !pending.isEmpty { return fillGap(out) }
         guard let current, let arrived = arrivalClock else { return }
