@@ -246,9 +246,11 @@ final class PassthroughTests: XCTestCase {
         return (entry?["bytes"] as? [Int]).flatMap { $0.indices.contains(output) ? $0[output] : nil }
     }
 
-    /// An encoder that cannot splice (the phone's pictures are not its size) encodes every picture:
-    /// the source, which decodes nothing itself (no node reads every picture), decodes each on the
+    /// An encoder that cannot splice (`h265 passthrough: auto` fed the phone's H.264) encodes every
+    /// picture, at its own size (the source's `size`, the phone's pictures scaled to it): the
+    /// source, which decodes nothing itself (no node reads every picture), decodes each on the
     /// encoder's request, in order from each keyframe, and the recording shows the phone's pictures.
+    /// Queues that block: x265 encodes every picture, and beside other suites it fell behind.
     func testPicturesDecodedOnRequestWhenTheEncoderCannotSplice() throws {
         let seconds = 6
         let (dir, flv, port, assets) = try Self.phoneScene(seconds: seconds)
@@ -256,8 +258,8 @@ final class PassthroughTests: XCTestCase {
         pipeline: passthrough-refused
         nodes:
           src:     {type: rtmp, listen: true, idle: 2s, size: 360x640, url: "rtmp://127.0.0.1:\(port)/live/phone"}
-          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
-          video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, crf: 18, queue: {size: 60}}
+          privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png, queue: {size: 60, policy: block}}
+          video:   {type: h265, in: privacy, passthrough: auto, crf: 18, queue: {size: 60, policy: block}}
           out:     {type: file, in: [video], path: out.mp4}
         """, to: dir + "/p.pipe")
         let run = try startListening(dir + "/p.pipe", in: dir)
@@ -266,7 +268,7 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
         let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
         XCTAssertEqual(warnings.filter { $0.contains("passthrough") }.count, 1, "\(warnings)")
-        XCTAssertTrue(warnings.contains { $0.contains("720x1280, this encoder's 360x640") }, "\(warnings)")
+        XCTAssertTrue(warnings.contains { $0.contains("the source sends h264, not HEVC") }, "\(warnings)")
         XCTAssertEqual(Self.videoBytes(run, node: "src"), 0, "the source decoded no picture itself")
         let account = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" }, "no passthrough event")
         XCTAssertEqual(account["passed"] as? Int, 0)
@@ -303,7 +305,7 @@ final class PassthroughTests: XCTestCase {
     /// The same splice pushed over RTMP into nginx-rtmp and written as HLS: one sequence header
     /// (one init segment) holds both encoders' parameter sets, so what nginx records and the HLS
     /// rendition are the publisher's packets with our card spans between, and players decode
-    /// across every splice.
+    /// across every splice; both at the phone's size, which no option told.
     func testPushedToNginxRtmpAndHlsThePlayersDecodeAcrossEverySplice() throws {
         try XCTSkipUnless(NginxRtmp.isAvailable, "nginx with libnginx-mod-rtmp is not installed (scripts/setup installs it)")
         let seconds = 16
@@ -312,7 +314,7 @@ final class PassthroughTests: XCTestCase {
         CLI.write("""
         pipeline: passthrough-push
         nodes:
-          src:     {type: rtmp, listen: true, idle: 2s, size: 720x1280, url: "rtmp://127.0.0.1:\(port)/live/phone"}
+          src:     {type: rtmp, listen: true, idle: 2s, url: "rtmp://127.0.0.1:\(port)/live/phone"}
           privacy: {type: privacy, in: src.video, image: \(assets)/privacy.png}
           video:   {type: h264, in: privacy, passthrough: auto, preset: ultrafast, queue: {size: 60}}
           audio:   {type: aac, in: src.audio}
@@ -332,6 +334,13 @@ final class PassthroughTests: XCTestCase {
         let playlist = dir + "/hls/1280p/index.m3u8"
         try Self.assertSpliced(playlist, source: flv, switches: switches, pictures: seconds * 30)
         XCTAssertEqual(try HlsWitness.decode(playlist).errors, "", "ffmpeg plays the HLS across every splice")
+        // No size told (the source expects 1280x720): the push, the rendition (named after the
+        // height the phone sends) and the master playlist are the phone's 720x1280.
+        for path in [recorded, playlist] {
+            let video = try XCTUnwrap(CLI.stream(try CLI.probe(path), "video"), path)
+            XCTAssertEqual("\(video["width"] as? Int ?? 0)x\(video["height"] as? Int ?? 0)", "720x1280", path)
+        }
+        XCTAssertTrue(try String(contentsOfFile: dir + "/hls/master.m3u8", encoding: .utf8).contains("RESOLUTION=720x1280"))
     }
 
     /// Packets: the recording's picture k is the publisher's picture k; every picture outside

@@ -180,7 +180,7 @@ struct Pass {
             warning(bypass.sink.location, bypass.message, hint: "pass it through the privacy node too, or through one of its own")
         }
         warnOverBudget()
-        if result.isValid { result.diagnostics += result.orientationNotes() }
+        if result.isValid { result.diagnostics += result.orientationNotes() + result.passthroughSizeNotes() }
     }
 
     func parse(_ value: PipeValue, _ type: OptionType) -> OptionValue? {

@@ -49,3 +49,11 @@ public enum NodeControlAnswer: Sendable {
     case done(any ControlReplyBody)
     case refused(String)
 }
+
+/// An encoder that can send a network source's own packets on in place of the pictures it meets
+/// unchanged (`h264` and `h265` with `passthrough: auto`). Its stream takes the size of the
+/// pictures the source sends, which the source's size only expects: `check` says so, and says
+/// where a node on the way fixes the size instead (then every picture is encoded at it).
+public protocol PassesSourcePackets {
+    static func passesSourcePackets(_ options: OptionValues) -> Bool
+}

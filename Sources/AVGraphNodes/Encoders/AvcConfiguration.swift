@@ -100,6 +100,10 @@ struct AvcConfiguration: Equatable {
         return out
     }
 
+    /// The parameter sets as a picture carries them in band (SPS, then PPS, each behind its
+    /// length in `lengthSize` bytes): what goes before a keyframe whose sequence the header lacks.
+    var inBand: [UInt8] { Self.lengthPrefixed(units: sequenceSets + pictureSets, lengthSize: lengthSize) }
+
     var bytes: [UInt8] {
         var out: [UInt8] = [1, profile, compatibility, level, 0xFC | UInt8(lengthSize - 1), 0xE0 | UInt8(sequenceSets.count)]
         func append(_ nal: [UInt8]) {

@@ -7,7 +7,7 @@ import Foundation
 public final class H264Node: Filter, Node {
     public static let typeName = "h264"
     public static let summary = "encodes video to H.264 (libx264)"
-    public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size; yuv420p and nv12 go straight in, other pixel formats are converted")]
+    public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size (with passthrough: auto, the size the source sends); yuv420p and nv12 go straight in, other pixel formats are converted")]
     public static let outputs = [PadSpec("out", [.encodedVideo], doc: "H.264 packets, time base 1/frame rate, BT.709 limited range")]
 
     enum Profile: String, CaseIterable, Sendable { case high, main, baseline }
@@ -38,7 +38,7 @@ public final class H264Node: Filter, Node {
     static let adaptive = Setting<[String: OptionValue]?>.fields("adaptive", ["min": .bitrate(10_000...200_000_000)],
         doc: "follow the uplink: the bitrate goes down as soon as a live sink (rtmp, srt) this encoder feeds backs up, to what its link carries, and back up in steps to `bitrate` (the ceiling) once every link is clear; a live sink it feeds keeps at most 0.7 s of video queued; never below min (default: a quarter of bitrate). Each change is a bitrate event; `ctl set` of bitrate sets a new ceiling. Not with crf")
     static let passthrough = Setting.choice("passthrough", default: Passthrough.off,
-        doc: "auto: a picture that reaches this encoder as a network source (rtmp, srt) received it, unchanged, goes out as the source's own H.264 packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the source's size, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (the card stays until then). The output declares both encoders' parameter sets (avcC), so one track holds both. Encoded spans use x264's zerolatency tuning and CAVLC; a picture shown again (the card held on) goes out as a P picture of skipped macroblocks, with an IDR of x264's every gop; no B-frames, no fixed keyframes. No node reading every picture, the network source does not decode the pictures sent on")
+        doc: "auto: a picture that reaches this encoder as a network source (rtmp, srt) received it, unchanged, goes out as the source's own H.264 packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the size the source sends, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (the card stays until then). The output takes the source's picture size, whatever its size option expected, and declares both encoders' parameter sets (avcC), so one track holds both; a phone that turns (a new sequence of another size) is followed, its new parameter sets (and ours at the new size) in band before the keyframes. Encoded spans use x264's zerolatency tuning and CAVLC; a picture shown again (the card held on) goes out as a P picture of skipped macroblocks, with an IDR of x264's every gop; no B-frames, no fixed keyframes. No node reading every picture, the network source does not decode the pictures sent on")
     public static let options = [bitrate.spec, adaptive.spec, maxrate.spec, bufsize.spec, gop.spec, keyframes.spec, bframes.spec, profile.spec, preset.spec,
                                  tune.spec, crf.spec, threads.spec, lookahead.spec, passthrough.spec]
     public static let events: [any NodeEvent.Type] = [LatencyEvent.self, PassthroughEvent.self, BitrateEvent.self]
@@ -91,7 +91,7 @@ public final class H264Node: Filter, Node {
             throw NegotiationError("bufsize needs maxrate with crf", option: "bufsize", hint: "add maxrate, e.g. maxrate: 4M")
         }
         var f = try PictureEncoding.output(input, codec: "h264", encoder: "libx264", profile: n[Self.profile].rawValue,
-                                           bitRate: n[Self.crf] == nil ? n[Self.bitrate] : 0)
+                                           bitRate: n[Self.crf] == nil ? n[Self.bitrate] : 0, passthrough: n[Self.passthrough] == .auto)
         if n[Self.keyframes] == .fixed { f.keyframeSeconds = Double(gopFrames(n[Self.gop], rate: input.frameRate)) / input.frameRate.double }
         return [f]
     }
@@ -104,6 +104,12 @@ public final class H264Node: Filter, Node {
     private var spliceDecided = false
     /// Passthrough into the source's avcC: our packets framed with NAL lengths of this size.
     private var nalLengthSize: Int?
+    /// Passthrough: the id of our parameter sets, and, once x264 opened again at another size
+    /// (the phone turned), its parameter sets to send in band before each IDR of ours (the
+    /// header's are the first size's), behind their NAL lengths.
+    private var parameterSetID = ourParameterSetID
+    private var ourParametersInBand: [UInt8]?
+    private var refusedSequence = false
     /// Passthrough: a picture shown again (the card held on) goes out as a skipped P picture of
     /// ours instead of through x264, up to a keyframe a GOP (x264 then starts again with an IDR).
     private var skipped: SkippedPictures?
@@ -125,7 +131,8 @@ public final class H264Node: Filter, Node {
     /// `keyframes: fixed`: frames between forced keyframes, and the pts of the next one.
     private let fixedGop: Int64?
     private var nextKeyframe: Int64?
-    private let width: Int32, height: Int32
+    /// The size x264 encodes at: the input's, or with passthrough the source's pictures'.
+    private var width: Int32, height: Int32
     private let pictureFormat: AVPixelFormat
     /// Realtime runs: when each picture (by encoder pts) left its source (the encoder holds a few
     /// at most), and a histogram of source-to-packet latency in half milliseconds, so a run of
@@ -194,7 +201,7 @@ public final class H264Node: Filter, Node {
         self.setup = setup
         if setup[Self.passthrough] == .auto {
             splice = PassthroughSplice()
-            encoder = try Self.openEncoder(setup, parameterSetID: Self.ourParameterSetID)
+            encoder = try Self.openEncoder(setup, parameterSetID: parameterSetID)
         } else {
             encoder = try Self.openEncoder(setup, parameterSetID: nil)
         }
@@ -208,8 +215,10 @@ public final class H264Node: Filter, Node {
     /// libx264 configured from the node's options. `parameterSetID`: passthrough's encoder, which
     /// numbers its parameter sets apart from the source's, makes every forced keyframe an IDR
     /// and puts each picture out before the next comes in (zerolatency: a splice is in order).
-    private static func openEncoder(_ setup: NodeSetup, parameterSetID: Int?) throws -> VideoEncoder {
-        let input = setup.inputs[0].format
+    /// `size`: passthrough's, the source's pictures' (default: the input's).
+    private static func openEncoder(_ setup: NodeSetup, parameterSetID: Int?, size: (width: Int, height: Int)? = nil) throws -> VideoEncoder {
+        var input = setup.inputs[0].format
+        if let size { (input.width, input.height) = size }
         let encoder = try VideoEncoder(codecName: "libx264")
         let ctx = encoder.context
         PictureEncoding.describe(ctx, as: input)
@@ -295,17 +304,28 @@ public final class H264Node: Filter, Node {
             if !spliceDecided {
                 try decideSplice(frame, out)
                 if frame.orientation != .up { stream = stream.replacingOrientation(frame.orientation) }
+            } else {
+                splice!.follow(frame) { carries($0, out) }
             }
             let step = splice!.step(frame, reportingTo: out)
             switch step {
-            case .forward(let source):
-                out.emit(source.packet.restamped(pts: pts, stream: stream))
+            case .forward(let source, let parameters):
+                let packet = source.packet.restamped(pts: pts, stream: stream)
+                if parameters, let record = AvcConfiguration(source.configuration.bytes) {
+                    out.emit(try packet.replacingData(record.inBand + packet.bytes))
+                } else {
+                    out.emit(packet)
+                }
                 return
             case .encode(let picture, let idr):
                 shown = picture
                 restart = idr
             }
             guard PassthroughSplice.loadPixels(shown, for: frame, out) else { return }
+            if splice!.resizes(shown, width: width, height: height) {
+                try reopen(width: shown.width, height: shown.height, out)
+                restart = true
+            }
         }
         if skipped != nil, !restart, let last = lastEncoded, Self.samePixels(shown, last), inX264 == 0,
            picturesSinceKeyframe + 1 < gopFrames, let bytes = skipped!.next() {
@@ -341,33 +361,73 @@ public final class H264Node: Filter, Node {
             && a.av.pointee.data.0 == b.av.pointee.data.0 && a.width == b.width && a.height == b.height && a.av.pointee.format == b.av.pointee.format
     }
 
-    /// Passthrough, at the first picture: when it is a network source's H.264 picture of this
-    /// size, the output declares the source's parameter sets and ours side by side (ours
-    /// renumbered if the source took our id), so either encoder's pictures decode in one track.
+    /// Passthrough, at the first picture: when it is a network source's H.264 picture, x264
+    /// takes its size (whatever size `check` expected) and the output declares the source's
+    /// parameter sets and ours side by side (ours renumbered if the source took our id), so
+    /// either encoder's pictures decode in one track, at the size the source sends.
     /// Otherwise every picture is encoded, and the warning says why.
     private func decideSplice(_ frame: Frame, _ out: Outlet) throws {
         spliceDecided = true
         func refuse(_ why: String) { PassthroughSplice.refuse(why, out) }
-        guard let source = PassthroughSplice.firstSource(frame, width: width, height: height, out) else { return }
+        guard let source = PassthroughSplice.firstSource(frame, out) else { return }
         guard source.codec == "h264", let theirs = AvcConfiguration(source.configuration.bytes) else {
             return refuse("the source sends \(source.codec), not H.264 with an avcC record")
         }
         guard var ours = AvcConfiguration(annexB: stream.extradata) else { return refuse("x264 gave no parameter sets") }
-        if !theirs.sequenceIDs.isDisjoint(with: ours.sequenceIDs) || !theirs.pictureIDs.isDisjoint(with: ours.pictureIDs) {
-            guard let id = theirs.freeID() else { return refuse("the source takes every parameter set id") }
-            encoder = try Self.openEncoder(setup, parameterSetID: id)
+        let collides = !theirs.sequenceIDs.isDisjoint(with: ours.sequenceIDs) || !theirs.pictureIDs.isDisjoint(with: ours.pictureIDs)
+        if collides || frame.width != Int(width) || frame.height != Int(height) {
+            if collides {
+                guard let id = theirs.freeID() else { return refuse("the source takes every parameter set id") }
+                parameterSetID = id
+            }
+            encoder = try Self.openEncoder(setup, parameterSetID: parameterSetID, size: (frame.width, frame.height))
+            (width, height) = (Int32(frame.width), Int32(frame.height))
             stream = EncodedStream(copying: encoder.context, kind: .encodedVideo, uplink: uplink)
-            guard let renumbered = AvcConfiguration(annexB: stream.extradata) else { return refuse("x264 gave no parameter sets") }
-            ours = renumbered
+            guard let reopened = AvcConfiguration(annexB: stream.extradata) else { return refuse("x264 gave no parameter sets") }
+            ours = reopened
         }
         guard let merged = theirs.merged(with: ours) else {
             return refuse("the source's avcC (NAL length \(theirs.lengthSize) bytes) cannot hold x264's (NAL length 4 bytes, ids \(ours.sequenceIDs.sorted())) beside it")
         }
         stream = try stream.replacingExtradata(merged.bytes)
-        splice!.configuration = source.configuration
+        splice!.start(source.configuration)
         skipped = SkippedPictures(sps: ours.sequenceSets[0], pps: ours.pictureSets[0], nalLengthSize: theirs.lengthSize)
         // The muxers take an avcC stream's packets as they are: ours must be framed like the source's.
         nalLengthSize = theirs.lengthSize
+    }
+
+    /// Passthrough: whether the track can carry the source's new sequence (the phone turned):
+    /// its packets framed as the header says, its parameter set ids apart from ours (they go in
+    /// band, and ours stay valid beside them). Otherwise its pictures are encoded, with a warning.
+    private func carries(_ configuration: SourceConfiguration, _ out: Outlet) -> Bool {
+        let theirs = AvcConfiguration(configuration.bytes)
+        if let theirs, theirs.lengthSize == nalLengthSize, !theirs.sequenceIDs.contains(parameterSetID), !theirs.pictureIDs.contains(parameterSetID) {
+            return true
+        }
+        if !refusedSequence {
+            refusedSequence = true
+            out.warning("passthrough: the source started a new sequence the track cannot carry beside ours "
+                        + "(\(theirs.map { "NAL length \($0.lengthSize) bytes, ids \($0.sequenceIDs.sorted())" } ?? "no avcC record")); its pictures are encoded")
+        }
+        return false
+    }
+
+    /// Passthrough: x264 opened again at the size of the picture to encode (the phone turned),
+    /// after what it holds went out. Its parameter sets, which the header does not declare,
+    /// go in band before each IDR of ours from now on.
+    private func reopen(width w: Int, height h: Int, _ out: Outlet) throws {
+        try encoder.send(nil)
+        try drain(out)
+        encoder = try Self.openEncoder(setup, parameterSetID: parameterSetID, size: (w, h))
+        (width, height) = (Int32(w), Int32(h))
+        converter = nil
+        lastEncoded = nil
+        x264Behind = false
+        inX264 = 0
+        guard let ours = AvcConfiguration(annexB: EncodedStream(copying: encoder.context, kind: .encodedVideo).extradata),
+              let nalLengthSize else { throw MediaError("passthrough: x264 gave no parameter sets at \(w)x\(h)") }
+        ourParametersInBand = AvcConfiguration.lengthPrefixed(units: ours.sequenceSets + ours.pictureSets, lengthSize: nalLengthSize)
+        skipped = SkippedPictures(sps: ours.sequenceSets[0], pps: ours.pictureSets[0], nalLengthSize: nalLengthSize)
     }
 
     /// `keyframes: fixed`: the first picture at or after each multiple of the GOP from the first one.
@@ -422,7 +482,8 @@ public final class H264Node: Filter, Node {
                 picturesSinceKeyframe = encoded.isKeyframe ? 0 : picturesSinceKeyframe + 1
             }
             if let nalLengthSize {
-                out.emit(try encoded.replacingData(AvcConfiguration.lengthPrefixed(annexB: annexB, lengthSize: nalLengthSize)))
+                let inBand = encoded.isKeyframe ? ourParametersInBand ?? [] : []
+                out.emit(try encoded.replacingData(inBand + AvcConfiguration.lengthPrefixed(annexB: annexB, lengthSize: nalLengthSize)))
             } else {
                 out.emit(encoded)
             }
@@ -433,4 +494,8 @@ public final class H264Node: Filter, Node {
 extension H264Node: DeclaresBitrate {
     /// The VBV peak when given, else the average bitrate (with crf a guess: the stream is not capped).
     public static func bitrateCeiling(_ options: OptionValues) -> Int? { options[maxrate] ?? options[bitrate] }
+}
+
+extension H264Node: PassesSourcePackets {
+    public static func passesSourcePackets(_ options: OptionValues) -> Bool { options[passthrough] == .auto }
 }

@@ -8,7 +8,7 @@ import Foundation
 public final class H265Node: Filter, Node {
     public static let typeName = "h265"
     public static let summary = "encodes video to HEVC (libx265); with passthrough: auto, sends a phone's own HEVC on"
-    public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size; yuv420p goes straight in, other pixel formats are converted")]
+    public static let inputs = [PadSpec("in", [.rawVideo], doc: "pictures of one fixed, even size (with passthrough: auto, the size the source sends); yuv420p goes straight in, other pixel formats are converted")]
     public static let outputs = [PadSpec("out", [.encodedVideo], doc: "HEVC packets, time base 1/frame rate, BT.709 limited range")]
 
     enum Preset: String, CaseIterable, Sendable { case ultrafast, superfast, veryfast, faster, fast, medium, slow, slower, veryslow, placebo }
@@ -24,7 +24,7 @@ public final class H265Node: Filter, Node {
         doc: "x265 speed/quality preset (x265 costs several times x264's CPU at the same preset: ultrafast is the realtime one on small machines)")
     static let crf = Setting<Double?>.number("crf", 0...51, doc: "constant quality (lower is better, 28 is x265's default) instead of a bitrate")
     static let passthrough = Setting.choice("passthrough", default: Passthrough.off,
-        doc: "auto: a picture that reaches this encoder as a network source (rtmp, Enhanced RTMP HEVC) received it, unchanged, goes out as the source's own HEVC packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the source's size, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (IDR or CRA; the card stays until then). The output declares the source's hvcC and each encoder's parameter sets go in band before its keyframes (MP4: hev1). Encoded spans use x265's zerolatency tuning; no B-frames")
+        doc: "auto: a picture that reaches this encoder as a network source (rtmp, Enhanced RTMP HEVC) received it, unchanged, goes out as the source's own HEVC packet instead of being encoded; a picture a node changed (the privacy card, a turn, a resize) is encoded at the size the source sends, each span starting with an IDR of ours, and the source's packets resume at its next keyframe (IDR or CRA; the card stays until then). The output takes the source's picture size, whatever its size option expected, declares the source's hvcC, and each encoder's parameter sets go in band before its keyframes (MP4: hev1); a phone that turns (a new sequence of another size) is followed. Encoded spans use x265's zerolatency tuning; no B-frames")
     public static let options = [bitrate.spec, maxrate.spec, bufsize.spec, gop.spec, bframes.spec, preset.spec, crf.spec, passthrough.spec]
     public static let events: [any NodeEvent.Type] = [PassthroughEvent.self]
 
@@ -37,7 +37,8 @@ public final class H265Node: Filter, Node {
             throw NegotiationError("passthrough splices pictures in decode order: no B-frames", option: "bframes", hint: "set bframes: 0")
         }
         try PictureEncoding.checkRates(crf: n[Self.crf], maxrate: n[Self.maxrate], bitrate: n[Self.bitrate])
-        return [try PictureEncoding.output(input, codec: "hevc", encoder: "libx265", profile: "main", bitRate: n[Self.crf] == nil ? n[Self.bitrate] : 0)]
+        return [try PictureEncoding.output(input, codec: "hevc", encoder: "libx265", profile: "main", bitRate: n[Self.crf] == nil ? n[Self.bitrate] : 0,
+                                                 passthrough: n[Self.passthrough] == .auto)]
     }
 
     private var encoder: VideoEncoder
@@ -50,8 +51,10 @@ public final class H265Node: Filter, Node {
     /// band again before a source keyframe that follows pictures of ours.
     private var source: HevcConfiguration?
     private var oursSinceSourcePicture = false
+    private var refusedSequence = false
     private let timeBase: Rational
-    private let width: Int32, height: Int32
+    /// The size x265 encodes at: the input's, or with passthrough the source's pictures'.
+    private var width: Int32, height: Int32
     private var converter: PictureConverter?
     private var timestamps = PictureEncoding.RisingTimestamps()
 
@@ -71,8 +74,10 @@ public final class H265Node: Filter, Node {
     /// libx265 configured from the node's options. `inBand`: passthrough's encoder, which puts its
     /// VPS/SPS/PPS before each of its keyframes (the output's header is the source's), makes
     /// every forced keyframe an IDR and puts each picture out before the next comes in.
-    private static func openEncoder(_ setup: NodeSetup, inBand: Bool) throws -> VideoEncoder {
-        let input = setup.inputs[0].format
+    /// `size`: passthrough's, the source's pictures' (default: the input's).
+    private static func openEncoder(_ setup: NodeSetup, inBand: Bool, size: (width: Int, height: Int)? = nil) throws -> VideoEncoder {
+        var input = setup.inputs[0].format
+        if let size { (input.width, input.height) = size }
         let encoder = try VideoEncoder(codecName: "libx265")
         let ctx = encoder.context
         PictureEncoding.describe(ctx, as: input)
@@ -112,11 +117,17 @@ public final class H265Node: Filter, Node {
     /// source's packet went out instead (passthrough), or a source picture did not decode.
     private func splice(_ frame: Frame, pts: Int64, _ out: Outlet) throws -> (Frame, restart: Bool)? {
         guard splice != nil else { return (frame, false) }
-        if !spliceDecided { try decideSplice(frame, out) }
-        guard case .encode(let shown, let restart) = splice!.step(frame, reportingTo: out) else {
-            guard let picture = frame.source else { return nil }
+        if !spliceDecided {
+            try decideSplice(frame, out)
+        } else {
+            splice!.follow(frame) { carries($0, out) }
+        }
+        let step = splice!.step(frame, reportingTo: out)
+        guard case .encode(let shown, var restart) = step else {
+            guard case .forward(let picture, let parameters) = step else { return nil }
             var packet = picture.packet.restamped(pts: pts, stream: stream)
-            if oursSinceSourcePicture, let source {
+            if parameters, let turned = HevcConfiguration(picture.configuration.bytes) { source = turned }
+            if oursSinceSourcePicture || parameters, let source {
                 let bytes = packet.bytes
                 packet = try packet.replacingData(source.resumption(before: bytes) + bytes)
             }
@@ -125,21 +136,46 @@ public final class H265Node: Filter, Node {
             return nil
         }
         oursSinceSourcePicture = true
-        return PassthroughSplice.loadPixels(shown, for: frame, out) ? (shown, restart) : nil
+        guard PassthroughSplice.loadPixels(shown, for: frame, out) else { return nil }
+        if splice!.resizes(shown, width: width, height: height) {
+            // The phone turned: x265 again at the new size (its parameter sets go in band anyway).
+            try encoder.send(nil)
+            try drain(out)
+            encoder = try Self.openEncoder(setup, inBand: true, size: (shown.width, shown.height))
+            (width, height) = (Int32(shown.width), Int32(shown.height))
+            converter = nil
+            restart = true
+        }
+        return (shown, restart)
     }
 
-    /// Passthrough, at the first picture: when it is a network source's HEVC picture of this
-    /// size, the output declares the source's hvcC and x265 is opened again to put its own
-    /// parameter sets in band. Otherwise every picture is encoded, and the warning says why.
+    /// Passthrough: whether the track can carry the source's new sequence (the phone turned):
+    /// an hvcC whose packets are framed as the header says (its parameter sets go in band).
+    private func carries(_ configuration: SourceConfiguration, _ out: Outlet) -> Bool {
+        let theirs = HevcConfiguration(configuration.bytes)
+        if let theirs, theirs.lengthSize == source?.lengthSize { return true }
+        if !refusedSequence {
+            refusedSequence = true
+            out.warning("passthrough: the source started a new sequence the track cannot carry "
+                        + "(\(theirs.map { "NAL length \($0.lengthSize) bytes" } ?? "no hvcC record")); its pictures are encoded")
+        }
+        return false
+    }
+
+    /// Passthrough, at the first picture: when it is a network source's HEVC picture, the
+    /// output declares the source's hvcC and x265 is opened again at the source's size (whatever
+    /// size `check` expected) to put its own parameter sets in band. Otherwise every picture is
+    /// encoded, and the warning says why.
     private func decideSplice(_ frame: Frame, _ out: Outlet) throws {
         spliceDecided = true
-        guard let picture = PassthroughSplice.firstSource(frame, width: width, height: height, out) else { return }
+        guard let picture = PassthroughSplice.firstSource(frame, out) else { return }
         guard picture.codec == "hevc", let theirs = HevcConfiguration(picture.configuration.bytes) else {
             return PassthroughSplice.refuse("the source sends \(picture.codec), not HEVC with an hvcC record", out)
         }
-        encoder = try Self.openEncoder(setup, inBand: true)
+        encoder = try Self.openEncoder(setup, inBand: true, size: (frame.width, frame.height))
+        (width, height) = (Int32(frame.width), Int32(frame.height))
         stream = try EncodedStream(copying: encoder.context, kind: .encodedVideo).replacingExtradata(picture.configuration.bytes)
-        splice!.configuration = picture.configuration
+        splice!.start(picture.configuration)
         source = theirs
     }
 
@@ -167,4 +203,8 @@ public final class H265Node: Filter, Node {
 extension H265Node: DeclaresBitrate {
     /// The VBV peak when given, else the average bitrate (with crf a guess: the stream is not capped).
     public static func bitrateCeiling(_ options: OptionValues) -> Int? { options[maxrate] ?? options[bitrate] }
+}
+
+extension H265Node: PassesSourcePackets {
+    public static func passesSourcePackets(_ options: OptionValues) -> Bool { options[passthrough] == .auto }
 }

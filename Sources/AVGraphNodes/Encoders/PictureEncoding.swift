@@ -5,8 +5,8 @@ import CFFmpeg
 /// context settings that do not depend on the codec.
 enum PictureEncoding {
     /// The input picture stream, when an encoder named `name` can take it: pictures of a known,
-    /// even size and frame rate; a size that changes only with `passthrough` (whose pictures
-    /// are a network source's, else scaled to its size and encoded).
+    /// even size and frame rate; a size that changes only with `passthrough` (which encodes at
+    /// the size of the source's pictures, a turned phone's at each of its sizes).
     static func input(_ n: Negotiation, name: String, passthrough: Bool) throws(NegotiationError) -> StreamFormat {
         guard let input = n.format(on: "in") else { throw NegotiationError("needs a video input") }
         guard input.width > 0, input.height > 0 else {
@@ -28,7 +28,10 @@ enum PictureEncoding {
 
     /// What an encoder of `input` with libavcodec's `encoder` puts out: `codec` packets of the
     /// input's size, 4:2:0, one tick of 1/frame rate each. Fails when this FFmpeg lacks the encoder.
-    static func output(_ input: StreamFormat, codec: String, encoder: String, profile: String, bitRate: Int) throws(NegotiationError) -> StreamFormat {
+    /// With `passthrough`, a size that varies stays varying: the stream takes the size of the
+    /// pictures the source sends (`width`/`height` are only what `check` expected).
+    static func output(_ input: StreamFormat, codec: String, encoder: String, profile: String, bitRate: Int,
+                       passthrough: Bool) throws(NegotiationError) -> StreamFormat {
         guard avcodec_find_encoder_by_name(encoder) != nil else {
             throw NegotiationError("this FFmpeg has no \(encoder) encoder", hint: "install an FFmpeg built with --enable-\(encoder)")
         }
@@ -41,6 +44,7 @@ enum PictureEncoding {
         f.timeBase = input.frameRate.inverse
         f.profile = profile
         f.bitRate = bitRate
+        f.sizeVaries = passthrough && input.sizeVaries
         return f
     }
 

@@ -16,7 +16,7 @@ public final class HlsSinkNode: Sink, Node {
     public static let summary = "writes HLS: a master playlist, and per rendition a media playlist with fMP4 or TS segments"
     public static let inputs = [
         PadSpec("video", [.encodedVideo], variadic: true,
-                doc: "the renditions, one encoder each (keyframes: fixed; a lone rendition may put keyframes where it likes, as h264 passthrough does, and is cut at them); each gets a folder named after its height (1080p)"),
+                doc: "the renditions, one encoder each (keyframes: fixed; a lone rendition may put keyframes where it likes, as h264 passthrough does, and is cut at them); each gets a folder named after its height (1080p; a passthrough rendition's: the height the phone sends)"),
         PadSpec("audio", [.encodedAudio], required: false, doc: "one audio stream, muxed into every rendition"),
     ]
     static let path = Setting.path("path", mustExist: false, required: true,
@@ -72,6 +72,11 @@ public final class HlsSinkNode: Sink, Node {
                 throw NegotiationError("\(ts ? "TS" : "fMP4") segments cannot hold \(f.codec) (from '\(input.from)')", option: "container")
             }
         }
+        if videos.count > 1, let following = videos.first(where: { $0.format.sizeVaries }) {
+            // A ladder offers each rendition at a size of its own; a passthrough stream's is the phone's, whatever it sends.
+            throw NegotiationError("'\(following.from)' passes the source's pictures on at the size they are sent in, but a ladder's renditions need fixed sizes",
+                                   hint: "give '\(following.from)' a resize and no passthrough, or record its passthrough stream alone (one rendition, or a file)")
+        }
         for input in videos {
             // The segmenter cuts at the first keyframe at or after each segment's end: only keyframes
             // at known times that divide the segment give segments of the declared length, cut
@@ -104,7 +109,11 @@ public final class HlsSinkNode: Sink, Node {
     private let segmentSeconds: Double
     private let windowSize: Int?
     private let format: HlsWriter.SegmentFormat
-    private let names: [String]
+    /// Rendition folders; a lone rendition whose size follows its source (`h264 passthrough`)
+    /// takes the height of its first packet's stream instead of the one `check` expected.
+    private var names: [String]
+    private let overwrite: Bool
+    private let sizeVaries: [Bool]
     private let frameRates: [Rational]
     /// Per input: the rendition it feeds, or nil for the audio.
     private let renditionOf: [Int?]
@@ -128,6 +137,8 @@ public final class HlsSinkNode: Sink, Node {
         }
         let videos = setup.inputs.filter { $0.pad == "video" }
         names = Self.renditionNames(videos.map(\.format))
+        sizeVaries = videos.map(\.format.sizeVaries)
+        overwrite = setup[Self.overwrite]
         frameRates = videos.map(\.format.frameRate)
         firstStream = Array(repeating: nil, count: setup.inputs.count)
         ended = Array(repeating: false, count: setup.inputs.count)
@@ -144,16 +155,17 @@ public final class HlsSinkNode: Sink, Node {
 
     /// What an earlier run left at this path: the master, and our files in the renditions' folders.
     private func removePresentation() throws {
-        let folder = (master as NSString).deletingLastPathComponent
+        for name in names { try removeRendition(name) }
+        try FileManager.default.removeItem(atPath: master)
+    }
+
+    private func removeRendition(_ name: String) throws {
+        let dir = "\((master as NSString).deletingLastPathComponent)/\(name)"
         let fm = FileManager.default
-        for name in names {
-            let dir = "\(folder)/\(name)"
-            for file in (try? fm.contentsOfDirectory(atPath: dir)) ?? []
-            where file.hasPrefix("seg_") || file.hasPrefix("init") || file.hasPrefix("index.m3u8") {
-                try fm.removeItem(atPath: "\(dir)/\(file)")
-            }
+        for file in (try? fm.contentsOfDirectory(atPath: dir)) ?? []
+        where file.hasPrefix("seg_") || file.hasPrefix("init") || file.hasPrefix("index.m3u8") {
+            try fm.removeItem(atPath: "\(dir)/\(file)")
         }
-        try fm.removeItem(atPath: master)
     }
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
@@ -188,6 +200,10 @@ public final class HlsSinkNode: Sink, Node {
         for (input, stream) in firstStream.enumerated() {
             guard let r = renditionOf[input] else { audio = stream; continue }
             guard let stream else { throw MediaError("rendition \(names[r]) ended before its first packet") }
+            if sizeVaries[r], case let real = "\(stream.parameters.pointee.height)p", real != names[r] {
+                if overwrite { try removeRendition(real) }
+                names[r] = real
+            }
             renditions.append(.init(name: names[r], video: stream, frameRate: frameRates[r]))
         }
         writer = try HlsWriter(master: master, renditions: renditions, audio: audio, segmentSeconds: segmentSeconds,

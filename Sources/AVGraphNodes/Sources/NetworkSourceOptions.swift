@@ -18,7 +18,7 @@ enum NetworkSourceOptions {
     static let timeout = Setting.duration("timeout", 1...120, default: "5s",
         doc: "a publisher that sends nothing for this long counts as gone (then: wait for it again)")
     static let size = Setting.size("size", default: "1280x720",
-        doc: "expected picture size (what check propagates; pictures keep the size they arrive in)")
+        doc: "the picture size check shows until a publisher sends its own; it sizes nothing: pictures keep the size they are sent in (a phone that turns changes it), an encoder with passthrough: auto takes that size, and a resize is what fixes one")
     static let buffer = Setting.int("buffer", 1...120, default: 8, doc: "decoded pictures queued between the network reader and the pipeline")
     static let backlog = Setting.byteSize("backlog", 1_000_000...1_000_000_000, default: "64MiB",
         doc: "compressed media held for the decoder while the pipeline is behind the publisher; past it packets are dropped (video up to its next keyframe) and counted as the source's drops")
