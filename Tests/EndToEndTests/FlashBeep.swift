@@ -86,6 +86,26 @@ enum FlashBeep {
         return found
     }
 
+    /// The run's median flash minus beep (signed) and its largest |flash minus beep|, seconds.
+    static func figures(_ m: Measurement) -> (median: Double, worst: Double) {
+        let sorted = m.offsets.sorted()
+        return (sorted.isEmpty ? .nan : sorted[sorted.count / 2], m.offsets.map(abs).max() ?? .nan)
+    }
+
+    /// A run in sync as a whole: its median flash minus beep within `median` and every flash within
+    /// `worst` (assertInSync). A constant offset of one frame (33 ms at 30 fps) with a few
+    /// milliseconds of scatter can keep many flashes inside a per-flash window; the median of the
+    /// run cannot hide it.
+    static func assertRunInSync(_ m: Measurement, atLeast count: Int, median: Double = 0.005, worst: Double = 0.020,
+                                _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        let f = figures(m)
+        XCTAssertLessThanOrEqual(abs(f.median), median, "\(what): median flash minus beep \(ms(f.median)) ms",
+                                 file: file, line: line)
+        assertInSync(m, atLeast: count, tolerance: worst, file: file, line: line)
+    }
+
+    static func ms(_ seconds: Double) -> String { String(format: "%.1f", seconds * 1000) }
+
     /// Every flash within `tolerance` of its beep, and enough of them seen.
     static func assertInSync(_ m: Measurement, atLeast count: Int, tolerance: Double = 0.020,
                              file: StaticString = #filePath, line: UInt = #line) {

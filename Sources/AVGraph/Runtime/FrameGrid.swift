@@ -20,10 +20,17 @@ struct FrameGrid: Sendable {
         period = p <= 1 ? p : 0
     }
 
-    /// `t` rounded down to the grid (a µs of slack for float error).
+    /// Media reaches the run in whole microseconds, so a time on a grid line comes rounded to
+    /// the nearest one, up to half a microsecond below the line (at 30 fps one line in three:
+    /// k/30 s is k × 33333.33 µs). Taken as below it, a run whose first media fell on such a line
+    /// was cut a whole frame early, a one-frame hole at the start of its recording; which line
+    /// it falls on is where the producer's first picture happened to arrive.
+    static let slack = 1e-6
+
+    /// `t` rounded down to the grid, a time within `slack` below a line counting as on it.
     func floor(_ t: Double) -> Double {
         guard period > 0 else { return t }
-        return (t / period + 1e-6).rounded(.down) * period
+        return ((t + Self.slack) / period).rounded(.down) * period
     }
 
     private static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }

@@ -299,7 +299,8 @@ public final class PipelineRun: OutletHost, Sendable {
             if s.pausedSpans.contains(where: { t >= $0.start && t < $0.end }) { return .discard }
             if s.timeline.firstMedia == nil && realtime { s.timeline.firstMedia = t }
             let cut = Self.timelineCut(before: t, s)
-            return t < cut ? .discard : cut > 0 ? .shift(cut) : .keep
+            // The cut may lie up to the grid's slack after the media it starts at (FrameGrid.floor).
+            return t < cut - FrameGrid.slack ? .discard : cut > 0 ? .shift(cut) : .keep
         }
     }
 
