@@ -105,10 +105,11 @@ if Context.environment["AVGRAPH_FUZZ"] != nil {
     // pipeline in an EmbeddedChannel.
     let more: [String: [Target.Dependency]] = [
         "control": ["FuzzSupport"],
+        "flv": ["CFFmpeg"],
         "http": ["FuzzSupport", "AVGraphHTTP", .product(name: "NIOCore", package: "swift-nio"),
                  .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio")],
     ]
-    let fuzzers: [Target] = ["pipe", "ingest", "control", "rtmp", "http"].map { name in
+    let fuzzers: [Target] = ["pipe", "ingest", "control", "rtmp", "flv", "http"].map { name in
         .executableTarget(name: "Fuzz\(name.prefix(1).uppercased() + name.dropFirst())",
                           dependencies: ["AVGraph", "AVGraphNodes", "CFuzzDriver"] + (more[name] ?? []), path: "Fuzz/\(name)")
     }

@@ -11,8 +11,10 @@ public final class CodecParameters {
         pointer = try Self.allocate()
         pointer.pointee.codec_type = AVMEDIA_TYPE_VIDEO
         pointer.pointee.codec_id = codec
-        pointer.pointee.width = Int32(width)
-        pointer.pointee.height = Int32(height)
+        // What a hostile header declares may not fit FFmpeg's ints: not told, then (the decoder
+        // finds out, and its max_pixels refuses what is too large).
+        pointer.pointee.width = Self.told(width)
+        pointer.pointee.height = Self.told(height)
         try setExtradata(extradata)
     }
 
@@ -21,10 +23,13 @@ public final class CodecParameters {
         pointer = try Self.allocate()
         pointer.pointee.codec_type = AVMEDIA_TYPE_AUDIO
         pointer.pointee.codec_id = codec
-        pointer.pointee.sample_rate = Int32(sampleRate)
-        if channels > 0 { av_channel_layout_default(&pointer.pointee.ch_layout, Int32(channels)) }
+        pointer.pointee.sample_rate = Self.told(sampleRate)
+        if (1...64).contains(channels) { av_channel_layout_default(&pointer.pointee.ch_layout, Int32(channels)) }
         try setExtradata(extradata)
     }
+
+    /// A count a header declared, as FFmpeg holds it; 0 (not told) when it is negative or does not fit.
+    static func told(_ value: Int) -> Int32 { Int32(exactly: value).map { max(0, $0) } ?? 0 }
 
     deinit {
         var p: UnsafeMutablePointer<AVCodecParameters>? = pointer
