@@ -161,6 +161,7 @@ final class HarnessHost: OutletHost {
     }
     var mediaClock: Double { clock }
     func waitUntil(mediaTime t: Double) {}
+    func waitUntil(monotonic deadline: Double) {}
     func account(bytes: Int) { memory.hold(bytes) }
     var overMemoryLimit: Bool { false }
     func pauseState(at t: Double) -> PipelineRun.PauseDecision { .keep }

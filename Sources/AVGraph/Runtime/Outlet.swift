@@ -10,6 +10,8 @@ protocol OutletHost: AnyObject, Sendable {
     var events: EventLog { get }
     var duration: Double? { get }
     func waitUntil(mediaTime t: Double)
+    /// Waits until monotonic `deadline`, or less when the run stops.
+    func waitUntil(monotonic deadline: Double)
     func pauseState(at t: Double) -> PipelineRun.PauseDecision
     func account(bytes: Int)
     var overMemoryLimit: Bool { get }
@@ -160,6 +162,13 @@ public final class Outlet: Sendable {
     /// without polling.
     public func waitForBacklog(output: Int = 0, atMost: Int = 0, until deadline: Double) {
         for t in targets[output] where t.holdsBack { t.inbox.waitForDepth(lane: t.lane, atMost: atMost, until: deadline) }
+    }
+
+    /// Waits until monotonic `deadline` (a node pacing what it hands on); a stop of the run ends
+    /// the wait at once, as it ends every other wait of a node.
+    public func waitUntil(monotonic deadline: Double) {
+        guard run.realtime else { return }
+        run.waitUntil(monotonic: deadline)
     }
 
     var hasOutputs: Bool { !targets.isEmpty }

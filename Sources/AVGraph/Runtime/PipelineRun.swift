@@ -245,6 +245,10 @@ public final class PipelineRun: OutletHost, Sendable {
         }
     }
 
+    func waitUntil(monotonic deadline: Double) {
+        _ = state.wait(until: deadline) { $0.stopping ? true : nil }
+    }
+
     func account(bytes: Int) { memory.hold(bytes) }
     var overMemoryLimit: Bool { memory.isOver }
 
