@@ -66,7 +66,7 @@ let package = Package(
         ]),
         .executableTarget(
             name: "avgraph",
-            dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP", "CFFmpeg", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             linkerSettings: hostExportsAVGraph
         ),
         .target(name: "AVGraphService", dependencies: [
