@@ -74,11 +74,21 @@ final class HTTPConnectionHandler: ChannelInboundHandler {
         }
         let request = HTTPRequest(method: head.method.rawValue, target: head.uri, headers: headers, body: body)
         body = []
-        guard let pool = service.pool else {
-            respond(context, head, service.routes(request), keepAlive: head.isKeepAlive)
-            return
+        let response: EventLoopFuture<HTTPResponse>
+        if let pool = service.pool {
+            response = pool.runIfActive(eventLoop: context.eventLoop) { [routes = service.routes] in routes(request) }
+        } else {
+            response = context.eventLoop.makeSucceededFuture(service.routes(request))
         }
-        pool.runIfActive(eventLoop: context.eventLoop) { [routes = service.routes] in routes(request) }
+        let loop = context.eventLoop
+        response
+            .flatMap { response -> EventLoopFuture<HTTPResponse> in
+                // Given later: the route's thread is back in the pool, and the answer comes when it comes.
+                guard case .later(let start) = response else { return loop.makeSucceededFuture(response) }
+                let promise = loop.makePromise(of: HTTPResponse.self)
+                start { promise.succeed($0) }
+                return promise.futureResult
+            }
             .assumeIsolated()
             .whenComplete { result in
                 switch result {
@@ -127,6 +137,9 @@ final class HTTPConnectionHandler: ChannelInboundHandler {
                 sink.send(Array(": keep-alive\n\n".utf8))
             }
             stream = (sink, open(sink), heartbeat)
+        case .later:
+            // Resolved in `answer` before a response gets here; a route that nests one is a bug.
+            respond(context, request, .text(500, "500: an answer that never came\n"), keepAlive: false)
         }
     }
 

@@ -41,6 +41,10 @@ public enum HTTPResponse: Sendable {
     /// A response that stays open (Server-Sent Events): `open` starts feeding the sink and
     /// returns what stops it, called once when the connection ends.
     case stream(contentType: String, open: @Sendable (HTTPEventSink) -> @Sendable () -> Void)
+    /// An answer the route gives later (a node's answer to a command): `start` is called once and
+    /// must not block; it hands the response to its argument whenever it has it. No thread of the
+    /// server's waits meanwhile.
+    case later(start: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void)
 
     public static func text(_ status: Int, _ text: String, headers: [String: String] = [:]) -> HTTPResponse {
         .full(status: status, contentType: "text/plain; charset=utf-8", body: Array(text.utf8), headers: headers)

@@ -28,6 +28,8 @@ public struct OperatorAPI: Sendable {
     let preview: PictureTap?
     let events: EventLog
     let answer: @Sendable ([UInt8]) -> [UInt8]
+    /// The same, answered when the run has it (a `set`, a node's command): no thread waits.
+    let answerLater: @Sendable ([UInt8], @escaping @Sendable ([UInt8]) -> Void) -> Void
     let metrics: @Sendable () -> String
     let clips: String
 
@@ -35,19 +37,22 @@ public struct OperatorAPI: Sendable {
     public init(run: PipelineRun, token: String, remote: Bool, preview: PictureTap?) {
         self.init(pipeline: run.pipeline.settings.name, token: token, remote: remote, preview: preview, events: run.events,
                   answer: { run.answer(controlLine: $0) }, metrics: { MetricsText.render(run) },
-                  clips: FileManager.default.currentDirectoryPath + "/clips")
+                  clips: FileManager.default.currentDirectoryPath + "/clips",
+                  answerLater: { line, reply in run.answer(controlLine: line, reply: reply) })
     }
 
     /// The API over a run's parts: the fuzz target answers a `set` without waiting for a node,
     /// gives the event stream a log of its own and clips a scratch folder.
     package init(pipeline: String, token: String, remote: Bool, preview: PictureTap?, events: EventLog,
-                 answer: @escaping @Sendable ([UInt8]) -> [UInt8], metrics: @escaping @Sendable () -> String, clips: String) {
+                 answer: @escaping @Sendable ([UInt8]) -> [UInt8], metrics: @escaping @Sendable () -> String, clips: String,
+                 answerLater: (@Sendable ([UInt8], @escaping @Sendable ([UInt8]) -> Void) -> Void)? = nil) {
         self.pipeline = pipeline
         self.token = token
         self.remote = remote
         self.preview = preview
         self.events = events
         self.answer = answer
+        self.answerLater = answerLater ?? { line, reply in reply(answer(line)) }
         self.metrics = metrics
         self.clips = clips
     }
@@ -104,6 +109,12 @@ public struct OperatorAPI: Sendable {
 
     private func ask(_ request: ControlRequest, id: EventValue? = nil) -> [UInt8] { answer(Array(ControlEnvelope(request, id: id).line)) }
 
+    /// A request the run answers when a node has taken it: the route's thread goes back to the pool meanwhile.
+    private func later(_ request: ControlRequest, id: EventValue?) -> HTTPResponse {
+        let line = Array(ControlEnvelope(request, id: id).line)
+        return .later { [answerLater] respond in answerLater(line) { respond(.json(200, $0)) } }
+    }
+
     /// One request of the page (or a script), decoded as the control socket decodes it and sent on
     /// as a typed envelope: what may not come over HTTP is refused here, a node command that
     /// writes a file gets its `path` from the server.
@@ -126,7 +137,9 @@ public struct OperatorAPI: Sendable {
             if graph()?.nodes.contains(where: { $0.commands?.contains { $0.name == name && $0.needs.contains(Self.pathField) } == true }) == true {
                 fields[Self.pathField] = .string(Self.clipPath(in: clips, pipeline: pipeline))
             }
-            return .json(200, ask(.node(command: name, fields: fields), id: envelope.id))
+            return later(.node(command: name, fields: fields), id: envelope.id)
+        case .set:
+            return later(envelope.request, id: envelope.id)
         default:
             return .json(200, ask(envelope.request, id: envelope.id))
         }

@@ -36,14 +36,12 @@ extension ControlCommand where Reply == EmptyReply {
 
 extension PipelineRun {
     /// Answers `command` as the control socket answers it, without leaving the process; throws the
-    /// `ControlRefusal` the socket would send. A `set` waits for the node to take the change (up to
-    /// 5 s, as on the socket), on a thread of its own rather than the caller's.
+    /// `ControlRefusal` the socket would send. A `set` is answered when the node takes the change
+    /// (up to 5 s, as on the socket); meanwhile the caller is suspended and no thread waits.
     public func control<Reply>(_ command: ControlCommand<Reply>) async throws -> Reply {
         let request = command.request
-        let outcome = await withCheckedContinuation { (done: CheckedContinuation<Result<any ControlReplyBody, ControlRefusal>, Never>) in
-            Thread { [self] in
-                done.resume(returning: ControlCommands.handle(request, line: ControlEnvelope(request).line, run: self, startWatching: {}))
-            }.start()
+        let outcome = await withCheckedContinuation { (done: CheckedContinuation<ControlOutcome, Never>) in
+            ControlCommands.handle(request, line: ControlEnvelope(request).line, run: self, startWatching: {}) { done.resume(returning: $0) }
         }
         let body = try outcome.get()
         guard let reply = body as? Reply else {

@@ -3,110 +3,77 @@ import Synchronization
 
 /// How the run answers each control request (ControlProtocol.swift has the types).
 enum ControlCommands {
-    /// `line` is the request as sent: a node's own command decodes its fields from it.
-    static func handle(_ request: ControlRequest, line: Data, run: PipelineRun, startWatching: () -> Void) -> Result<any ControlReplyBody, ControlRefusal> {
+    /// `line` is the request as sent: a node's own command decodes its fields from it. `reply`
+    /// gets the outcome once, at once or when the node answers (a `set`, a node's command, each
+    /// at most `setTimeout` later), on the thread that decided it.
+    static func handle(_ request: ControlRequest, line: Data, run: PipelineRun, startWatching: () -> Void,
+                       reply: @escaping @Sendable (ControlOutcome) -> Void) {
         switch request {
         case .stats:
-            return .success(StatsReply(stats: run.stats(), wall: run.clock, paused: run.isPaused))
+            reply(.success(StatsReply(stats: run.stats(), wall: run.clock, paused: run.isPaused)))
         case .graph:
-            return .success(run.graphSnapshot())
+            reply(.success(run.graphSnapshot()))
         case .pause:
-            return run.pause() ? .success(EmptyReply()) : fail("already paused")
+            reply(run.pause() ? .success(EmptyReply()) : fail("already paused"))
         case .resume:
-            return run.resume() ? .success(EmptyReply()) : fail("not paused")
+            reply(run.resume() ? .success(EmptyReply()) : fail("not paused"))
         case .stop(let reason):
             run.stop(reason: reason ?? "ctl stop")
-            return .success(EmptyReply())
+            reply(.success(EmptyReply()))
         case .watch:
             startWatching()
-            return .success(WatchReply())
+            reply(.success(WatchReply()))
         case .get(let name):
             let node: CheckedNode, spec: OptionSpec
             switch lookup(name, run) {
             case .success(let found): (node, spec) = found
-            case .failure(let refusal): return .failure(refusal)
+            case .failure(let refusal): return reply(.failure(refusal))
             }
-            guard let v = run.currentOption(node: node.name, option: spec.name) else { return fail("option '\(spec.name)' has no value") }
-            return .success(OptionReply(node: node.name, option: spec.name, value: Redaction.text(v.text)))
+            guard let v = run.currentOption(node: node.name, option: spec.name) else { return reply(fail("option '\(spec.name)' has no value")) }
+            reply(.success(OptionReply(node: node.name, option: spec.name, value: Redaction.text(v.text))))
         case .set(let change):
-            return set(change, run: run)
+            set(change, run: run, reply: reply)
         case .node(let command, _):
-            return run.answerNodeCommand(command, line: line)
+            run.answerNodeCommand(command, line: line, reply: reply)
         }
     }
 
-    static func set(_ change: ControlRequest.SetOption, run: PipelineRun) -> Result<any ControlReplyBody, ControlRefusal> {
+    static func set(_ change: ControlRequest.SetOption, run: PipelineRun, reply: @escaping @Sendable (ControlOutcome) -> Void) {
         let node: CheckedNode, spec: OptionSpec
         switch lookup(change.target, run) {
         case .success(let found): (node, spec) = found
-        case .failure(let refusal): return .failure(refusal)
+        case .failure(let refusal): return reply(.failure(refusal))
         }
-        guard spec.live else { return fail("option '\(spec.name)' of '\(node.name)' cannot change while running (not live)") }
+        guard spec.live else { return reply(fail("option '\(spec.name)' of '\(node.name)' cannot change while running (not live)")) }
         let value: OptionValue
         switch setValue(change.value, node: node.name, spec: spec) {
         case .success(let v): value = v
-        case .failure(let refusal): return .failure(refusal)
+        case .failure(let refusal): return reply(.failure(refusal))
         }
         let echo = OptionReply(node: node.name, option: spec.name, value: Redaction.text(value.text), at: change.at)
+        let (nodeName, option, events) = (node.name, spec.name, run.events)
         if let at = change.at {
             // Due later: the answer says it is scheduled; a refusal when it comes due is a warning.
-            let events = run.events
-            run.set(node: node.name, option: spec.name, value: value, at: at) { error in
-                if let error { events.emit(.warning(.init("the change of \(spec.name) due at \(at) s was refused: \(error)")), node: node.name) }
+            run.set(node: nodeName, option: option, value: value, at: at) { error in
+                if let error { events.emit(.warning(.init("the change of \(option) due at \(at) s was refused: \(error)")), node: nodeName) }
             }
-            return .success(echo)
+            return reply(.success(echo))
         }
-        let done = ConditionLock(false)
-        let result = ResultBox()
-        let events = run.events
-        run.set(node: node.name, option: spec.name, value: value) { error in
+        let pending = PendingAnswer(reply)
+        run.set(node: nodeName, option: option, value: value) { error in
+            let outcome: ControlOutcome = error.map { fail("\(nodeName).\(option): \($0)") } ?? .success(echo)
             // After the answer went out as a timeout, a refusal would be lost: say it as a warning.
-            if result.settle(error), let error {
-                events.emit(.warning(.init("the change of \(spec.name) that timed out was refused: \(error)")), node: node.name)
+            if !pending.settle(outcome), let error {
+                events.emit(.warning(.init("the change of \(option) that timed out was refused: \(error)")), node: nodeName)
             }
-            done.withLockWakingAll { $0 = true }
         }
-        if done.wait(until: Monotonic.now + setTimeout, { $0 ? true : nil }) == nil, result.timeOut() {
-            return fail("\(node.name).\(spec.name): not taken within \(Int(setTimeout)) s (the node is busy or stalled); "
+        pending.timeOut(after: setTimeout) {
+            fail("\(nodeName).\(option): not taken within \(Int(setTimeout)) s (the node is busy or stalled); "
                 + "it stays queued: an 'applied' event or a warning will tell")
         }
-        if let e = result.error { return fail("\(node.name).\(spec.name): \(e)") }
-        return .success(echo)
     }
 
     static let setTimeout = 5.0
-
-    /// The outcome of a `set`, decided once: by the node (taken or refused) or by the timeout.
-    final class ResultBox: Sendable {
-        private struct Decision {
-            var decided = false
-            var timedOut = false
-            var error: Error?
-        }
-        private let decision = Mutex(Decision())
-
-        var error: Error? { decision.withLock { $0.error } }
-
-        /// The node's answer; true when it came after the timeout was answered.
-        func settle(_ error: Error?) -> Bool {
-            decision.withLock { d in
-                if d.decided { return d.timedOut }
-                d.decided = true
-                d.error = error
-                return false
-            }
-        }
-
-        /// The timeout; false when the node's answer got in first.
-        func timeOut() -> Bool {
-            decision.withLock { d in
-                if d.decided { return false }
-                d.decided = true
-                d.timedOut = true
-                return true
-            }
-        }
-    }
 
     /// The `value` of a `set` request parsed as the option's type: all a client's bytes reach
     /// before the run is asked for anything (what the control fuzz target drives).
