@@ -1,6 +1,7 @@
 import ArgumentParser
 import AVGraph
 import AVGraphHTTP
+import AVGraphServe
 import Foundation
 
 struct RunCommand: ParsableCommand {
