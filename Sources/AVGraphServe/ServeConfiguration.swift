@@ -18,7 +18,8 @@ public struct ServeConfiguration: Sendable {
     /// The program each run is (`avgraph`, as `EXECUTABLE run TEMPLATE ...`).
     public var executable: URL
     public var log: ServeLog
-    /// Admissions asked about and started at once; arrivals beyond `admissionBacklog` waiting are refused.
+    /// Admissions asked about and started at once (threads, started as arrivals need them); arrivals
+    /// beyond `admissionBacklog` waiting are refused.
     public var admissionWorkers = 8
     public var admissionBacklog = 64
 
