@@ -3,8 +3,8 @@ import AVGraphNodes
 import Foundation
 
 /// What serve makes of its run's events (`run --events json`, one typed `Event` a line): the page
-/// it serves for the index, and the hooks its files and uploads become. Pure: a line in, what
-/// it means out.
+/// it serves for the index, the hooks its files and uploads become, its publisher gone, its end.
+/// Pure: a line in, what it means out.
 public struct RunReport: Sendable {
     /// What one event asks of the session.
     public enum Outcome: Sendable, Equatable {
@@ -12,6 +12,9 @@ public struct RunReport: Sendable {
         case page(String)
         /// A hook to post: its event name and fields (the session's own are added by the queue's poster).
         case hook(String, JSONObject)
+        /// The run's source has had all its publisher (at `peer`) sent before leaving (`publisher`
+        /// disconnected): what serve relayed is in the run.
+        case publisherGone(String)
         /// The run ended (`eos`), for this reason.
         case ended(String)
     }
@@ -39,6 +42,9 @@ public struct RunReport: Sendable {
         if let u = event.kind.declared(UploadedEvent.self) {
             return [.hook("upload", node.merging(["path": .string(u.path), "url": .string(u.url), "status": .int(u.status), "bytes": .int(u.bytes),
                                                    "attempts": .int(u.attempts), "seconds": .number(u.seconds)]) { $1 })]
+        }
+        if let p = event.kind.declared(PublisherEvent.self) {
+            return p.state == .disconnected ? [.publisherGone(p.peer)] : []
         }
         switch event.kind {
         case .page(let p): return [.page(p.url)]

@@ -162,6 +162,7 @@ final class ServeSession: Sendable {
             switch outcome {
             case .page(let url): state.withLock { $0.page = url }
             case .hook(let event, let fields): post(event, as: identity, fields)
+            case .publisherGone(let peer): log.say("session \(identity.id): \(peer) left; the run has all it sent")
             case .ended: break
             }
         }

@@ -89,6 +89,9 @@ final class ServeTests: XCTestCase {
     /// Sessions serve has started, by its log.
     static func started(_ log: String) -> Int { log.components(separatedBy: "(run pid ").count - 1 }
 
+    /// Publishers gone whose runs have all they sent, by serve's log.
+    static func left(_ log: String) -> Int { log.components(separatedBy: "left; the run has all it sent").count - 1 }
+
     static func recordings(_ dir: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/rec")) ?? []).filter { $0.hasSuffix(".mp4") }.sorted()
     }
@@ -118,6 +121,7 @@ final class ServeTests: XCTestCase {
         let serve = try Self.startServe([template, "--listen", "rtmp://127.0.0.1:\(rtmp)", "--listen", "srt://127.0.0.1:\(srt)",
                                          "--auth", backend.url("/auth")], dir: dir, environment: environment, in: self)
         let rtmpURL = { (key: String) in "rtmp://127.0.0.1:\(rtmp)/live/\(key)" }
+        let began = Date()
         var publishers = try ["phone1", "phone2", "phone3", "denied-key"].map { try Self.publish(rtmpURL($0)) }
         publishers += try ["phone5", "phone6"].map { try Self.publish("srt://127.0.0.1:\(srt)?streamid=\($0)") }
         publishers.append(try Self.publish(rtmpURL("slow-key"), seconds: 4))
@@ -128,12 +132,18 @@ final class ServeTests: XCTestCase {
         let runs = Self.runs(of: serve.process.processIdentifier)
         XCTAssertEqual(runs.count, 5, "one run per admitted publish: \(runs.map(\.1))\n\(serve.stderr)")
         let victim = try XCTUnwrap(runs.first { $0.1.contains("key=phone3") }, "no run for phone3: \(runs.map(\.1))")
+        // The scenario, not a wait for something to happen: the kill and the late publisher come at 4 s, once
+        // every run records steadily (killed at 2 s, the late run starting in the others' first seconds, the
+        // others recorded 7.6 to 7.8 s of their 8 on the loaded 2-core machine).
+        Thread.sleep(until: began.addingTimeInterval(4))
         kill(victim.0, SIGKILL)
         XCTAssertTrue(Self.waitFor(timeout: 10) { serve.stderr.contains("killed by signal 9") }, serve.stderr)
         let late = try Self.publish(rtmpURL("phone7"), seconds: 3)
         publishers.append(late)
         XCTAssertTrue(Self.waitFor(timeout: 10) { Self.started(serve.stderr) == 6 }, "the listener admits a new publisher: \(serve.stderr)")
         for p in publishers { p.waitUntilExit() }
+        // Each run says when its publisher's last media is in (SIGTERM before that would cut its tail).
+        XCTAssertTrue(Self.waitFor(timeout: 10) { Self.left(serve.stderr) == 5 }, serve.stderr)
         XCTAssertEqual(Self.runs(of: serve.process.processIdentifier).count, 5, "the four left and the late one still wait for their publishers")
 
         kill(serve.process.processIdentifier, SIGTERM)
@@ -215,6 +225,8 @@ final class ServeTests: XCTestCase {
         for p in [second, intruder, hevc] { p.waitUntilExit() }
         XCTAssertEqual(hevc.terminationStatus, 0, "the Enhanced RTMP publisher's exit status")
         XCTAssertNotEqual(intruder.terminationStatus, 0, "an unknown key is refused")
+        // The HEVC phone's run and both halves of back's: each says when all its publisher sent is in.
+        XCTAssertTrue(Self.waitFor(timeout: 10) { Self.left(serve.stderr) == 3 }, serve.stderr)
         kill(serve.process.processIdentifier, SIGTERM)
         XCTAssertEqual(serve.waitForExit(timeout: 30), 0, serve.stderr)
 

@@ -37,4 +37,12 @@ final class RunReportTests: XCTestCase {
             "node": .string("out"), "path": .string("/rec/a.mp4"), "part": .int(1), "seconds": .number(4.5), "bytes": .int(9),
             "frames": .int(135), "finalized": .bool(true)]), .ended("end")])
     }
+
+    func testThePublishersLeavingSaysItsMediaIsInTheRun() {
+        var report = RunReport(sinkPaths: [:])
+        let gone = PublisherEvent(state: .disconnected, session: 1, peer: "1.2.3.4:5", url: "publisher", reason: "ended", seconds: 8, packets: 600)
+        XCTAssertEqual(report.take(line: line(.node(gone), node: "src")), [.publisherGone("1.2.3.4:5")])
+        let came = PublisherEvent(state: .connected, session: 1, peer: "1.2.3.4:5", url: "publisher")
+        XCTAssertEqual(report.take(line: line(.node(came), node: "src")), [])
+    }
 }
