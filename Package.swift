@@ -16,6 +16,8 @@ let package = Package(
         .library(name: "AVGraphTesting", targets: ["AVGraphTesting"]),
         // A pipeline as a swift-service-lifecycle `Service`: its own library, so the core does not depend on it.
         .library(name: "AVGraphService", targets: ["AVGraphService"]),
+        // `avgraph serve` as a library: many publishers through one door, a run each.
+        .library(name: "AVGraphServe", targets: ["AVGraphServe"]),
         .executable(name: "avgraph", targets: ["avgraph"]),
         // Example plugins: loadable node libraries (see docs/WRITING-NODES.md).
         .library(name: "AVGraphWatermark", type: .dynamic, targets: ["AVGraphWatermark"]),
@@ -64,9 +66,12 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
+        // `avgraph serve`'s logic (admission, sessions and their relay, hooks, the index): the program only
+        // parses flags and wires it up, and its unit tests (ServeUnitTests) need no process.
+        .target(name: "AVGraphServe", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP"]),
         .executableTarget(
             name: "avgraph",
-            dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP", "CFFmpeg", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP", "AVGraphServe", "CFFmpeg", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             linkerSettings: hostExportsAVGraph
         ),
         .target(name: "AVGraphService", dependencies: [
@@ -81,6 +86,7 @@ let package = Package(
         ], path: "Examples/RecordServer"),
         .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"],
                     exclude: ["Fixtures"], linkerSettings: hostExportsAVGraph),
+        .testTarget(name: "ServeUnitTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP", "AVGraphServe"], linkerSettings: hostExportsAVGraph),
         .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",
                 linkerSettings: pluginLink),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AVGraph
 import AVGraphHTTP
+import AVGraphServe
 import Foundation
 
 struct RunCommand: ParsableCommand {
@@ -159,6 +160,7 @@ struct RunCommand: ParsableCommand {
         run.statsInterval = statsInterval
         var servers: [HTTPServer] = []
         defer { for s in servers { s.close() } }
+        var page: String?
         if let metrics, let address = HTTPAddress(metrics) {
             // Off loopback (--metrics-allow-remote) anyone may read the figures, under any name.
             let service = HTTPService(names: address.isLoopback ? HTTPNames(bound: address) : .any) { [run] in OperatorAPI.metricsOnly(run, $0) }
@@ -182,9 +184,15 @@ struct RunCommand: ParsableCommand {
             let suffix = address.isLoopback || given != nil ? "" : "?token=\(api.token)"
             // The first --http-host is the name the operator serves the page under (and its certificate's).
             let authority = httpHost.first.map { ($0.contains(":") && !$0.hasPrefix("[") ? "[\($0)]" : $0) + ":\(server.address.port)" }
-            Terminal.err("avgraph: operator page: \(server.scheme)://\(authority ?? server.address.authority)/\(suffix)")
+            let url = "\(server.scheme)://\(authority ?? server.address.authority)/"
+            page = url
+            Terminal.err("avgraph: operator page: \(url)\(suffix)")
         }
-        if let path = control?.path { run.onStart = { log.emit(.control(.init(socket: path))) } }
+        // After `start`: a program that started this run (serve's index) reads the socket and the page from here.
+        run.onStart = { [path = control?.path, page] in
+            if let path { log.emit(.control(.init(socket: path))) }
+            if let page { log.emit(.page(.init(url: page))) }
+        }
         let stopper = SignalStopper(run: run)
         stopper.install()
         let status = StatusLine(pipeline: checked, enabled: Terminal.isTTY && events == nil)

@@ -2,6 +2,7 @@ import ArgumentParser
 import AVGraph
 import AVGraphHTTP
 import AVGraphNodes
+import AVGraphServe
 import Foundation
 import Synchronization
 
@@ -91,17 +92,17 @@ struct ServeCommand: ParsableCommand {
             secret = Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
         }
         let doors: [PublisherDoor]
-        let hookQueue: ServeHooks?
+        let hookQueue: HookQueue?
         do {
             doors = try listen.map { try PublisherDoor(url: $0, keysFile: keysFile, certificate: certificate, privateKey: privateKey) }
             let folder = hooksQueue ?? ((template as NSString).deletingLastPathComponent as NSString).appendingPathComponent(".avgraph-hooks")
-            hookQueue = try hooks.flatMap(URL.init(string:)).map { try ServeHooks(url: $0, secret: secret, folder: folder) }
+            hookQueue = try hooks.flatMap(URL.init(string:)).map { try HookQueue(url: $0, secret: secret, folder: folder) }
         } catch {
             Terminal.err("avgraph serve: \(error)")
             throw ExitCode(1)
         }
-        let server = ServeServer(template: template, doors: doors, auth: auth.flatMap(URL.init(string:)), hooks: hookQueue, sinkPaths: sinkPaths,
-                                 pages: http != nil, sets: sets)
+        let server = ServeServer(ServeConfiguration(template: template, doors: doors, auth: auth.flatMap(URL.init(string:)), hooks: hookQueue,
+                                                    sinkPaths: sinkPaths, pages: http != nil, sets: sets))
         var index: HTTPServer?
         defer { index?.close() }
         if let http, let address = HTTPAddress(http) {

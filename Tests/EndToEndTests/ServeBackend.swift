@@ -5,7 +5,8 @@ import XCTest
 /// The backend `avgraph serve` talks to in the tests: a real HTTP server on loopback (Python's
 /// http.server, its own process so a test can take it down and bring it back on the same port).
 /// `POST /auth` admits a key unless it begins with `denied` (403) or `slow` (answers after 3 s);
-/// a key in `sets` gets `{"set": ...}` back. `POST /hooks` appends what came to `hooks.jsonl`:
+/// a key in `sets` gets `{"set": ...}` back. `POST /hooks` answers 500 to the hooks of a key that
+/// begins with `fail` (noting each attempt in `failed.jsonl`); it appends the others to `hooks.jsonl`:
 /// the body, the delivery id, and whether the signature is the HMAC-SHA256 of the body with the
 /// secret (checked by Python's hmac, an independent witness).
 final class ServeBackend: @unchecked Sendable {
@@ -36,6 +37,9 @@ final class ServeBackend: @unchecked Sendable {
                     answer = json.dumps({'set': sets[q['key']]} if q['key'] in sets else {}).encode()
                     s.send_response(200); s.send_header('Content-Length', str(len(answer))); s.end_headers(); s.wfile.write(answer)
                     return
+                if json.loads(body).get('key', '').startswith('fail'):
+                    with open(root + '/failed.jsonl', 'a') as f: f.write(body.decode() + '\\n')
+                    s.send_response(500); s.end_headers(); return
                 want = 'sha256=' + hmac.new(secret, body, hashlib.sha256).hexdigest()
                 got = s.headers.get('X-Avgraph-Signature', '')
                 with open(root + '/hooks.jsonl', 'a') as f:
@@ -75,6 +79,12 @@ final class ServeBackend: @unchecked Sendable {
     /// The hooks received so far, in the order they came.
     var hooks: [[String: Any]] {
         let text = (try? String(contentsOfFile: dir + "/hooks.jsonl", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    /// The hooks answered 500, each attempt.
+    var failedHooks: [[String: Any]] {
+        let text = (try? String(contentsOfFile: dir + "/failed.jsonl", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 

@@ -77,6 +77,46 @@ final class ServeHooksTests: XCTestCase {
         XCTAssertEqual(serve.waitForExit(timeout: 20), 0, serve.stderr)
         XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: queue)) ?? []).filter { $0.hasSuffix(".json") }, [], "the queue is empty")
     }
+
+    /// Hooks are queued per session: a receiver that answers 500 to one session's events (the
+    /// backend fails keys beginning with `fail`) holds back that session only; another session's
+    /// publish, unpublish and recording arrive within seconds of happening.
+    func testOneSessionsFailingHookHoldsBackOnlyThatSession() throws {
+        let dir = CLI.scratch("serve-hooks-lanes")
+        _ = ServeTests.clip
+        let backend = try ServeBackend()
+        defer { backend.stop() }
+        let (runtime, environment) = try CLI.privateRuntime()
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        let rtmp = try LoopbackPort.free()
+        let queue = dir + "/rec/hooks"
+        let serve = try ServeTests.startServe([ServeTests.template(dir, idle: "1s"), "--listen", "rtmp://127.0.0.1:\(rtmp)", "--open",
+                                                 "--hooks", backend.url("/hooks"), "--hooks-secret", backend.dir + "/secret", "--hooks-queue", queue],
+                                                dir: dir, environment: environment, in: self)
+        // The failing session first, so its publish heads the queue when the other's arrive.
+        let failing = try ServeTests.publish("rtmp://127.0.0.1:\(rtmp)/live/fail1", seconds: 3)
+        defer { if failing.isRunning { failing.terminate() } }
+        XCTAssertTrue(ServeTests.waitFor(timeout: 10) { !backend.failedHooks.isEmpty }, "the failing session's publish was tried: \(serve.stderr)")
+        let good = try ServeTests.publish("rtmp://127.0.0.1:\(rtmp)/live/good1", seconds: 3)
+        defer { if good.isRunning { good.terminate() } }
+        let goodEvents = { backend.hooks.compactMap { $0["body"] as? [String: Any] }.filter { $0["key"] as? String == "good1" } }
+        XCTAssertTrue(ServeTests.waitFor(timeout: 5) { !goodEvents().isEmpty }, "publish within seconds: \(serve.stderr)")
+        good.waitUntilExit()
+        let left = Date()
+        // The run waits its 1 s idle, then finalizes: unpublish at once, recording when the file is closed.
+        XCTAssertTrue(ServeTests.waitFor(timeout: 8) { goodEvents().count == 3 }, "\(goodEvents())\n\(serve.stderr)")
+        print("serve hooks: good1's three events delivered \(String(format: "%.2f", Date().timeIntervalSince(left))) s after its publisher left")
+        XCTAssertEqual(goodEvents().compactMap { $0["event"] as? String }, ["publish", "unpublish", "recording"])
+        let failed = backend.failedHooks
+        XCTAssertFalse(backend.hooks.contains { ($0["body"] as? [String: Any])?["key"] as? String == "fail1" }, "fail1's events are not delivered")
+        XCTAssertEqual(Set(failed.compactMap { $0["event"] as? String }), ["publish"], "fail1's later events wait behind its first: \(failed)")
+        XCTAssertGreaterThan(failed.count, 1, "its first is retried")
+        failing.waitUntilExit()
+        kill(serve.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(serve.waitForExit(timeout: 30), 0, serve.stderr)
+        let waiting = ((try? FileManager.default.contentsOfDirectory(atPath: queue)) ?? []).filter { $0.hasSuffix(".json") }
+        XCTAssertEqual(waiting.count, 3, "fail1's publish, unpublish and recording stay queued for the next serve: \(waiting)")
+    }
 }
 
 extension ISO8601DateFormatter {

@@ -75,6 +75,23 @@ final class ServeTests: XCTestCase {
         return Set(ids).sorted().filter { id in ((try? CLI.shell(["pgrep", "-f", "--", "--name \(id) "])) ?? "").contains { $0.isNumber } }
     }
 
+    /// Waits up to `timeout` seconds for `condition`; whether it came.
+    @discardableResult
+    static func waitFor(timeout: Double, _ condition: () -> Bool) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while !condition() {
+            if Date() > end { return false }
+            usleep(50_000)
+        }
+        return true
+    }
+
+    /// Sessions serve has started, by its log.
+    static func started(_ log: String) -> Int { log.components(separatedBy: "(run pid ").count - 1 }
+
+    /// Publishers gone whose runs have all they sent, by serve's log.
+    static func left(_ log: String) -> Int { log.components(separatedBy: "left; the run has all it sent").count - 1 }
+
     static func recordings(_ dir: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/rec")) ?? []).filter { $0.hasSuffix(".mp4") }.sorted()
     }
@@ -104,21 +121,29 @@ final class ServeTests: XCTestCase {
         let serve = try Self.startServe([template, "--listen", "rtmp://127.0.0.1:\(rtmp)", "--listen", "srt://127.0.0.1:\(srt)",
                                          "--auth", backend.url("/auth")], dir: dir, environment: environment, in: self)
         let rtmpURL = { (key: String) in "rtmp://127.0.0.1:\(rtmp)/live/\(key)" }
+        let began = Date()
         var publishers = try ["phone1", "phone2", "phone3", "denied-key"].map { try Self.publish(rtmpURL($0)) }
         publishers += try ["phone5", "phone6"].map { try Self.publish("srt://127.0.0.1:\(srt)?streamid=\($0)") }
         publishers.append(try Self.publish(rtmpURL("slow-key"), seconds: 4))
         defer { for p in publishers where p.isRunning { p.terminate() } }
 
-        Thread.sleep(forTimeInterval: 4)
+        // Every publisher answered: five sessions started, two refused (the slow one after --auth's 2 s).
+        Self.waitFor(timeout: 15) { Self.started(serve.stderr) == 5 && serve.stderr.components(separatedBy: "refused by --auth").count == 3 }
         let runs = Self.runs(of: serve.process.processIdentifier)
         XCTAssertEqual(runs.count, 5, "one run per admitted publish: \(runs.map(\.1))\n\(serve.stderr)")
         let victim = try XCTUnwrap(runs.first { $0.1.contains("key=phone3") }, "no run for phone3: \(runs.map(\.1))")
+        // The scenario, not a wait for something to happen: the kill and the late publisher come at 4 s, once
+        // every run records steadily (killed at 2 s, the late run starting in the others' first seconds, the
+        // others recorded 7.6 to 7.8 s of their 8 on the loaded 2-core machine).
+        Thread.sleep(until: began.addingTimeInterval(4))
         kill(victim.0, SIGKILL)
-        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertTrue(Self.waitFor(timeout: 10) { serve.stderr.contains("killed by signal 9") }, serve.stderr)
         let late = try Self.publish(rtmpURL("phone7"), seconds: 3)
         publishers.append(late)
+        XCTAssertTrue(Self.waitFor(timeout: 10) { Self.started(serve.stderr) == 6 }, "the listener admits a new publisher: \(serve.stderr)")
         for p in publishers { p.waitUntilExit() }
-        Thread.sleep(forTimeInterval: 1)
+        // Each run says when its publisher's last media is in (SIGTERM before that would cut its tail).
+        XCTAssertTrue(Self.waitFor(timeout: 10) { Self.left(serve.stderr) == 5 }, serve.stderr)
         XCTAssertEqual(Self.runs(of: serve.process.processIdentifier).count, 5, "the four left and the late one still wait for their publishers")
 
         kill(serve.process.processIdentifier, SIGTERM)
@@ -176,22 +201,32 @@ final class ServeTests: XCTestCase {
         defer { if hevc.isRunning { hevc.terminate() } }
         let intruder = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/intruder", seconds: 2)
         let first = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/back", seconds: 3)
-        // --http: the live sessions, each with its preview (served from here, fetched from its run's own page).
-        Thread.sleep(forTimeInterval: 2)
-        let listed = try JSONSerialization.jsonObject(with: Data(try CLI.shell(["curl", "-sf", "http://127.0.0.1:\(http)/sessions"]).utf8)) as? [[String: Any]] ?? []
+        // --http: the live sessions, each with its preview (served from here, fetched from its run's own page),
+        // once each run's `page` event has said where its page is.
+        let sessions = { () -> [[String: Any]] in
+            let text = (try? CLI.shell(["curl", "-sf", "http://127.0.0.1:\(http)/sessions"])) ?? "[]"
+            return (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [[String: Any]] ?? []
+        }
+        Self.waitFor(timeout: 15) { sessions().filter { $0["page"] is String }.count == 2 }
+        let listed = sessions()
         XCTAssertEqual(Set(listed.compactMap { $0["key"] as? String }), ["phone-hevc", "back"], "\(listed)")
         for entry in listed {
             let id = entry["session"] as? String ?? "", picture = dir + "/preview-\(id).jpg"
-            _ = try CLI.shell(["curl", "-sf", "-o", picture, "http://127.0.0.1:\(http)/preview/\(id).jpg"])
+            // The index answers 503 until the run has a picture.
+            Self.waitFor(timeout: 10) { (try? CLI.shell(["curl", "-sf", "-o", picture, "http://127.0.0.1:\(http)/preview/\(id).jpg"])) != nil }
             XCTAssertEqual(CLI.stream(try CLI.probe(picture), "video")?["width"] as? Int, 320, "\(id)'s preview is a picture of its run")
             XCTAssertTrue(try CLI.shell(["curl", "-sf", "http://127.0.0.1:\(http)/"]).contains("/preview/\(id).jpg"), "the index shows \(id)")
         }
         first.waitUntilExit()
-        Thread.sleep(forTimeInterval: 1)
+        // Back only once its session says the first publisher has left (still within the run's idle).
+        XCTAssertTrue(Self.waitFor(timeout: 3) { sessions().contains { $0["key"] as? String == "back" && $0["publishing"] as? Bool == false } },
+                      "\(sessions())")
         let second = try Self.publish("rtmp://127.0.0.1:\(rtmp)/live/back", seconds: 3)
         for p in [second, intruder, hevc] { p.waitUntilExit() }
         XCTAssertEqual(hevc.terminationStatus, 0, "the Enhanced RTMP publisher's exit status")
         XCTAssertNotEqual(intruder.terminationStatus, 0, "an unknown key is refused")
+        // The HEVC phone's run and both halves of back's: each says when all its publisher sent is in.
+        XCTAssertTrue(Self.waitFor(timeout: 10) { Self.left(serve.stderr) == 3 }, serve.stderr)
         kill(serve.process.processIdentifier, SIGTERM)
         XCTAssertEqual(serve.waitForExit(timeout: 30), 0, serve.stderr)
 

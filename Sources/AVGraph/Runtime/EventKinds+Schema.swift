@@ -18,6 +18,13 @@ extension Event.Control {
     public static var example: Self { Self(socket: "/run/user/1000/avgraph/live.sock") }
 }
 
+extension Event.Page {
+    public static let summary = "The operator page (run --http) is serving at url (without its token)."
+    public static var fields: [EventField] { [.string("url")] }
+    public static var node: EventField.Presence { .absent }
+    public static var example: Self { Self(url: "http://127.0.0.1:8090/") }
+}
+
 extension Event.Stats {
     public static let summary = "About once a second and once at the end: per node queue depths, emitted counts, bytes, drops; memory."
     public static var fields: [EventField] {

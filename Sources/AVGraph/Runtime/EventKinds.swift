@@ -31,6 +31,15 @@ extension Event {
         public init(socket: String) { self.socket = socket }
     }
 
+    /// The operator page (`run --http`) serves at `url`: what a program that started the run
+    /// (`avgraph serve`'s index) links to, read from the events rather than from stderr's prose.
+    public struct Page: EventPayload {
+        public static let eventName = "page"
+        /// `http(s)://HOST:PORT/`, without the token a page off loopback asks for.
+        public var url: String
+        public init(url: String) { self.url = url }
+    }
+
     /// Video and audio counts.
     public struct KindCounts: Codable, Sendable, Equatable {
         public var video: Int

@@ -14,7 +14,7 @@ extension Event {
         case .error: .error
         case .warning: .warning
         case .stats: .debug
-        case .start, .control, .paused, .resumed, .stopping, .eos, .applied, .custom: .info
+        case .start, .control, .page, .paused, .resumed, .stopping, .eos, .applied, .custom: .info
         case .node(let p): type(of: p).severity
         case .undeclared: .info
         }
@@ -29,6 +29,7 @@ extension Event {
         switch kind {
         case .start(let p): return "running \(p.pipeline) (\(p.realtime ? "realtime" : "offline"), \(p.nodes) nodes\(p.duration.map { ", " + s($0) } ?? ""))"
         case .control(let p): return "control socket \(p.socket)"
+        case .page(let p): return "operator page \(p.url)"
         case .stats(let p): return "media \(s(p.mediaTime)), \(p.dropped) dropped, rss \(p.rss >> 20) MB, queued \(p.queuedBytes >> 10) KB"
         case .paused(let p): return "paused at \(s(p.mediaTime))"
         case .resumed(let p): return "resumed after \(s(p.pausedFor))"

@@ -30,6 +30,7 @@ public struct Event: Sendable, Codable {
     public enum Kind: Sendable {
         case start(Start)
         case control(Control)
+        case page(Page)
         case stats(Stats)
         case paused(Paused)
         case resumed(Resumed)
@@ -50,6 +51,7 @@ public struct Event: Sendable, Codable {
             switch self {
             case .start(let p): p
             case .control(let p): p
+            case .page(let p): p
             case .stats(let p): p
             case .paused(let p): p
             case .resumed(let p): p
@@ -85,6 +87,7 @@ public struct Event: Sendable, Codable {
         public static var coreKinds: [(type: any EventPayload.Type, wrap: (any EventPayload) -> Kind?)] { [
             (Start.self, { ($0 as? Start).map(Kind.start) }),
             (Control.self, { ($0 as? Control).map(Kind.control) }),
+            (Page.self, { ($0 as? Page).map(Kind.page) }),
             (Stats.self, { ($0 as? Stats).map(Kind.stats) }),
             (Paused.self, { ($0 as? Paused).map(Kind.paused) }),
             (Resumed.self, { ($0 as? Resumed).map(Kind.resumed) }),

@@ -8,23 +8,33 @@ import FoundationNetworking
 /// run's operator page (each run serves one on a loopback port the system picks). `/sessions`
 /// is the same list as JSON. The previews are fetched from the runs and served from here: a
 /// run's preview may only be shown by pages of its own origin (Cross-Origin-Resource-Policy).
-enum ServeIndex {
-    struct Entry: Codable {
-        var session: String
-        var key: String
-        var app: String
-        var peer: String
-        var `protocol`: String
-        var publishing: Bool
-        /// The run's own page; nil until it has said it.
-        var page: String?
+public enum ServeIndex {
+    public struct Entry: Codable, Sendable, Equatable {
+        public var session: String
+        public var key: String
+        public var app: String
+        public var peer: String
+        public var `protocol`: String
+        public var publishing: Bool
+        /// The run's own page; nil until its `page` event has said it.
+        public var page: String?
+        public init(session: String, key: String, app: String, peer: String, protocol: String, publishing: Bool, page: String?) {
+            self.session = session; self.key = key; self.app = app; self.peer = peer; self.protocol = `protocol`
+            self.publishing = publishing; self.page = page
+        }
     }
 
-    static func routes(_ server: ServeServer) -> @Sendable (HTTPRequest) -> HTTPResponse {
-        { [server] request in
+    public static func routes(_ server: ServeServer) -> @Sendable (HTTPRequest) -> HTTPResponse {
+        routes(sessions: { [server] in server.liveSessions() }, preview: { ServeHTTP.get($0, timeout: 2) })
+    }
+
+    /// The index over `sessions`, fetching a run's preview with `preview` (a test gives its own).
+    public static func routes(sessions: @escaping @Sendable () -> [Entry],
+                              preview fetch: @escaping @Sendable (URL) -> ServeHTTP.Answer) -> @Sendable (HTTPRequest) -> HTTPResponse {
+        { request in
             guard request.method == "GET" || request.method == "HEAD" else { return .text(405, "405: GET only\n", headers: ["Allow": "GET, HEAD"]) }
             if let icon = Favicon.response(for: request.path) { return icon }
-            let entries = server.liveSessions()
+            let entries = sessions()
             switch request.path {
             case "/sessions":
                 let encoder = JSONEncoder()
@@ -36,15 +46,14 @@ enum ServeIndex {
                 let id = String(p.dropFirst("/preview/".count).dropLast(4))
                 guard let run = entries.first(where: { $0.session == id }) else { return .text(404, "404: no such live session\n") }
                 guard let page = run.page, let url = URL(string: page + "api/preview.jpg") else { return .text(503, "503: no picture yet\n") }
-                return preview(url)
+                return preview(fetch(url))
             default:
                 return .text(404, "404: the list is at /\n")
             }
         }
     }
 
-    private static func preview(_ url: URL) -> HTTPResponse {
-        let answer = ServeHTTP.get(url, timeout: 2)
+    private static func preview(_ answer: ServeHTTP.Answer) -> HTTPResponse {
         guard answer.status == 200 else { return .text(503, "503: no picture yet\n") }
         return .full(status: 200, contentType: "image/jpeg", body: Array(answer.body), headers: ["Cache-Control": "no-store"])
     }
@@ -54,7 +63,7 @@ enum ServeIndex {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    private static func page(_ entries: [Entry]) -> String {
+    static func page(_ entries: [Entry]) -> String {
         let rows = entries.map { e -> String in
             let id = escape(e.session), name = escape(e.app.isEmpty ? e.key : e.app + "/" + e.key), key = escape(e.key)
             let state = e.publishing ? "" : " (waiting for its publisher)"

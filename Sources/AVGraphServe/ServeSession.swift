@@ -9,20 +9,14 @@ import Synchronization
 /// returns with the same key while the run still waits (its source's `idle`) is relayed into
 /// the same run.
 final class ServeSession: Sendable {
-    struct Identity: Sendable {
-        var id: String, key: String, app: String, scheme: String, peer: String
-    }
-
-    let identity: Identity
+    let identity: SessionIdentity
     let started: Date
     private let process: ProcessBox
     /// The child's standard input: the relay's frames.
     private let relay: Int32
-    private let hooks: ServeHooks?
-    /// File sinks' paths by node (the template filled in): the `recording` hook before the file
-    /// sink says it itself.
-    private let sinkPaths: [String: String]
-    private let state = Mutex(State())
+    private let hooks: HookQueue?
+    private let log: ServeLog
+    private let state: Mutex<State>
     private let onExit: @Sendable (ServeSession) -> Void
 
     /// True while a child is being started (held across the spawn, so a thread waits its turn).
@@ -31,10 +25,13 @@ final class ServeSession: Sendable {
     private struct State {
         var publisher: PublisherArrival?
         var exited = false
-        var sawRecording = false
         var publishes = 0
-        /// The run's operator page (`--http`), once it has said it.
+        /// The run's events so far, read.
+        var report: RunReport
+        /// The run's operator page (`--http`), once its `page` event has said it.
         var page: String?
+        /// Of the run's exit and the end of its events, how many have come.
+        var closing = 0
     }
 
     /// The child, asked for its pid and waited on, each once.
@@ -43,12 +40,13 @@ final class ServeSession: Sendable {
         init(_ p: Process) { process = p }
     }
 
-    init(identity: Identity, executable: URL, arguments: [String], sinkPaths: [String: String], hooks: ServeHooks?,
-         onExit: @escaping @Sendable (ServeSession) -> Void) throws {
+    init(identity: SessionIdentity, executable: URL, arguments: [String], sinkPaths: [String: String], hooks: HookQueue?,
+         log: ServeLog, onExit: @escaping @Sendable (ServeSession) -> Void) throws {
         self.identity = identity
         self.hooks = hooks
-        self.sinkPaths = sinkPaths
+        self.log = log
         self.onExit = onExit
+        state = Mutex(State(report: RunReport(sinkPaths: sinkPaths)))
         started = Date()
         // Pipes made close-on-exec and the child started under one lock: a pipe end another child
         // inherited (runs start from many threads) would keep this run's input, or its events,
@@ -77,6 +75,8 @@ final class ServeSession: Sendable {
         p.standardOutput = FileHandle(fileDescriptor: out[1], closeOnDealloc: false)
         p.standardError = FileHandle(fileDescriptor: err[1], closeOnDealloc: false)
         process = ProcessBox(p)
+        // The session ends once the run has exited and its last event is read, whichever comes last.
+        p.terminationHandler = { [self] _ in closing() }
         defer {
             close(fds[0])
             close(out[1])
@@ -88,18 +88,9 @@ final class ServeSession: Sendable {
             close(err[0])
             throw MediaError("cannot start the run: \(error.localizedDescription)")
         }
-        let reader = FileHandle(fileDescriptor: out[0], closeOnDealloc: true)
-        let diagnostics = FileHandle(fileDescriptor: err[0], closeOnDealloc: true)
-        let diagnosticsThread = Thread { [self] in readLines(diagnostics) { passOn($0) } }
-        diagnosticsThread.name = "serve-run-stderr"
-        diagnosticsThread.start()
-        let t = Thread { [self] in
-            readEvents(reader)
-            process.process.waitUntilExit()
-            ended(status: process.process.terminationStatus, signalled: process.process.terminationReason == .uncaughtSignal)
-        }
-        t.name = "serve-run"
-        t.start()
+        // The run's own warnings and summary go on to serve's stderr, as they are.
+        LineReader.start(err[0], label: "serve-run-stderr", each: { [log] in log.write(String(decoding: $0, as: UTF8.self)) }, end: {})
+        LineReader.start(out[0], label: "serve-run-events", each: { [self] in take(line: $0) }, end: { [self] in closing() })
     }
 
     var pid: Int32 { process.process.processIdentifier }
@@ -119,14 +110,14 @@ final class ServeSession: Sendable {
         var peerIdentity = identity
         peerIdentity.peer = arrival.peer
         let me = peerIdentity
-        hooks?.post("publish", me, ["resumed": state.withLock { $0.publishes > 1 }])
+        post("publish", as: me, ["resumed": .bool(state.withLock { $0.publishes > 1 })])
         let t = Thread { [self] in relay(arrival, as: me) }
         t.name = "serve-relay"
         t.start()
         return true
     }
 
-    private func relay(_ arrival: PublisherArrival, as me: Identity) {
+    private func relay(_ arrival: PublisherArrival, as me: SessionIdentity) {
         let start = PublisherRelayFrame.Start(peer: arrival.peer, key: arrival.key, app: arrival.app, format: arrival.format)
         var ok = (try? JSONEncoder().encode(start)).map { send(PublisherRelayFrame.begin, Array($0)[...]) } ?? false
         var chunk = [UInt8](repeating: 0, count: PublisherRelayFrame.maxData)
@@ -142,7 +133,7 @@ final class ServeSession: Sendable {
         // The run is gone (its input broke): the publisher's connection goes too.
         if !ok { arrival.abandon() }
         state.withLock { $0.publisher = nil }
-        hooks?.post("unpublish", me, ["seconds": ((Monotonic.now - began) * 1000).rounded() / 1000, "bytes": bytes])
+        post("unpublish", as: me, ["seconds": .number(((Monotonic.now - began) * 1000).rounded() / 1000), "bytes": .int(bytes)])
     }
 
     private func send(_ kind: UInt8, _ body: ArraySlice<UInt8>) -> Bool {
@@ -163,59 +154,27 @@ final class ServeSession: Sendable {
         if !hasExited { kill(pid, sig) }
     }
 
-    /// The child's events, one JSON object a line: its `recording` events (and, from a build
-    /// whose file sink does not say them, its `eos` sinks) become hooks.
-    private func readEvents(_ handle: FileHandle) {
-        readLines(handle) { line in
-            if let event = try? JSONSerialization.jsonObject(with: line) as? [String: Any] { take(event) }
-        }
-    }
-
-    private func readLines(_ handle: FileHandle, _ each: (Data) -> Void) {
-        var partial = Data()
-        while true {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            partial.append(data)
-            while let nl = partial.firstIndex(of: 10) {
-                each(partial[partial.startIndex..<nl])
-                partial.removeSubrange(partial.startIndex...nl)
+    /// One line of the child's events (one typed `Event` a line): its page for the index, its
+    /// files and uploads for the hooks.
+    private func take(line: Data) {
+        let outcomes = state.withLock { $0.report.take(line: String(decoding: line, as: UTF8.self)) }
+        for outcome in outcomes {
+            switch outcome {
+            case .page(let url): state.withLock { $0.page = url }
+            case .hook(let event, let fields): post(event, as: identity, fields)
+            case .publisherGone(let peer): log.say("session \(identity.id): \(peer) left; the run has all it sent")
+            case .ended: break
             }
         }
     }
 
-    /// The run's own warnings and summary go on to serve's stderr; its operator page's address
-    /// (`--http 127.0.0.1:0`) is kept for the index.
-    private func passOn(_ line: Data) {
-        let text = String(decoding: line, as: UTF8.self)
-        if let r = text.range(of: "operator page: ") {
-            state.withLock { $0.page = String(text[r.upperBound...]).trimmingCharacters(in: .whitespaces) }
-        }
-        Terminal.err(text)
+    private func closing() {
+        guard state.withLock({ s -> Bool in s.closing += 1; return s.closing == 2 }) else { return }
+        ended(status: process.process.terminationStatus, signalled: process.process.terminationReason == .uncaughtSignal)
     }
 
-    private func take(_ event: [String: Any]) {
-        switch event["event"] as? String {
-        case "recording":
-            state.withLock { $0.sawRecording = true }
-            var fields = event
-            fields["event"] = nil
-            fields["wall"] = nil
-            hooks?.post("recording", identity, fields)
-        case "eos":
-            guard !state.withLock({ $0.sawRecording }) else { return }
-            for sink in event["sinks"] as? [[String: Any]] ?? [] {
-                guard let node = sink["node"] as? String, let path = sinkPaths[node] else { continue }
-                hooks?.post("recording", identity, ["node": node, "path": path, "part": 1, "seconds": sink["media_duration"] ?? 0,
-                                                    "bytes": sink["bytes"] ?? 0, "frames": sink["frames"] ?? 0, "finalized": true])
-            }
-        case "upload", "uploaded":
-            var fields = event
-            fields["event"] = nil
-            fields["wall"] = nil
-            hooks?.post("upload", identity, fields)
-        default: break
-        }
+    private func post(_ event: String, as who: SessionIdentity, _ fields: JSONObject = [:]) {
+        hooks?.post(who.hook(event, fields), session: identity.id)
     }
 
     private func ended(status: Int32, signalled: Bool) {
@@ -228,8 +187,8 @@ final class ServeSession: Sendable {
         // Exit 3: the run ended with nothing recorded (a publisher that sent no media): not a failure of the run.
         if signalled || status != 0 && status != 3 {
             let why = signalled ? "killed by signal \(status)" : "exit status \(status)"
-            Terminal.err("avgraph serve: session \(identity.id): the run ended: \(why)")
-            hooks?.post("failed", identity, signalled ? ["signal": Int(status)] : ["status": Int(status)])
+            log.say("session \(identity.id): the run ended: \(why)")
+            post("failed", as: identity, signalled ? ["signal": .int(Int(status))] : ["status": .int(Int(status))])
         }
         onExit(self)
     }
