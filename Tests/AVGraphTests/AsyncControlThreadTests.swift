@@ -13,11 +13,16 @@ final class StallingFilter: Filter, Node, @unchecked Sendable {
     static let options = [level.spec]
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { [n.inputs[0].format] }
     private var pictures = 0
+    /// Set while the eleventh picture is held: the test asks while the node is busy.
+    static let busy = ConditionLock(false)
     init(_ setup: NodeSetup) throws {}
     override func set(option: String, to value: OptionValue) throws {}
     override func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         pictures += 1
-        if pictures == 11 { usleep(3_000_000) }
+        if pictures == 11 {
+            Self.busy.withLockWakingAll { $0 = true }
+            usleep(3_000_000)
+        }
         out.emit(buffer, output: 0)
     }
 }
@@ -44,12 +49,8 @@ final class AsyncControlThreadTests: XCTestCase {
         """.write(toFile: dir + "/stall.pipe", atomically: true, encoding: .utf8)
         let live = try LivePipeline(path: dir + "/stall.pipe", registry: registry)
         let run = Task { try await live.run() }
-        // Into the stall (from the eleventh picture, 0.33 s, for 3 s): the source is past 0.6 s.
-        var stats = try await live.control(.stats)
-        while stats.stats.mediaTime < 0.6 {
-            try await Task.sleep(for: .milliseconds(20))
-            stats = try await live.control(.stats)
-        }
+        // Into the stall (the eleventh picture, held 3 s).
+        while !StallingFilter.busy.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
         let before = Self.threads()
         let started = Date()
         let answers = Task {
