@@ -23,7 +23,6 @@ public final class BoundedWorkers<Item: Sendable>: Sendable {
 
     private enum Taken { case item(Item), done }
 
-
     public init(workers: Int, backlog: Int, linger: Double = 5, name: String, work: @escaping @Sendable (Item) -> Void) {
         precondition(workers > 0 && backlog > 0)
         self.workers = workers

@@ -76,6 +76,11 @@ final class ServeBackend: @unchecked Sendable {
 
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
+    /// `serve`'s flags that send its hooks here, signed with this backend's secret.
+    func hookArguments(queue: String? = nil) -> [String] {
+        ["--hooks", url("/hooks"), "--hooks-secret", dir + "/secret"] + (queue.map { ["--hooks-queue", $0] } ?? [])
+    }
+
     /// The hooks received so far, in the order they came.
     var hooks: [[String: Any]] {
         let text = (try? String(contentsOfFile: dir + "/hooks.jsonl", encoding: .utf8)) ?? ""

@@ -17,8 +17,7 @@ final class ServeDoorTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: runtime) }
         let rtmp = try LoopbackPort.free(), srt = try LoopbackPort.free()
         let serve = try ServeTests.startServe([ServeTests.template(dir, idle: "1s"), "--listen", "rtmp://127.0.0.1:\(rtmp)",
-                                               "--listen", "srt://127.0.0.1:\(srt)", "--open", "--hooks", backend.url("/hooks"),
-                                               "--hooks-secret", backend.dir + "/secret"],
+                                               "--listen", "srt://127.0.0.1:\(srt)", "--open"] + backend.hookArguments(),
                                               dir: dir, environment: environment, in: self)
         let pid = serve.process.processIdentifier
         let before = Self.status(pid)

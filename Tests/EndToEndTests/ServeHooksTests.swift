@@ -16,8 +16,7 @@ final class ServeHooksTests: XCTestCase {
         let rtmp = try LoopbackPort.free(), srt = try LoopbackPort.free()
         let queue = dir + "/rec/hooks"
         let serve = try ServeTests.startServe([ServeTests.template(dir, idle: "1s"), "--listen", "rtmp://127.0.0.1:\(rtmp)",
-                                                 "--listen", "srt://127.0.0.1:\(srt)", "--open", "--hooks", backend.url("/hooks"),
-                                                 "--hooks-secret", backend.dir + "/secret", "--hooks-queue", queue],
+                                                 "--listen", "srt://127.0.0.1:\(srt)", "--open"] + backend.hookArguments(queue: queue),
                                                 dir: dir, environment: environment, in: self)
         defer { if serve.process.isRunning { kill(serve.process.processIdentifier, SIGKILL) } }
         let publishers = [try ServeTests.publish("rtmp://127.0.0.1:\(rtmp)/live/hook1", seconds: 5),
@@ -90,8 +89,8 @@ final class ServeHooksTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: runtime) }
         let rtmp = try LoopbackPort.free()
         let queue = dir + "/rec/hooks"
-        let serve = try ServeTests.startServe([ServeTests.template(dir, idle: "1s"), "--listen", "rtmp://127.0.0.1:\(rtmp)", "--open",
-                                                 "--hooks", backend.url("/hooks"), "--hooks-secret", backend.dir + "/secret", "--hooks-queue", queue],
+        let serve = try ServeTests.startServe([ServeTests.template(dir, idle: "1s"), "--listen", "rtmp://127.0.0.1:\(rtmp)", "--open"]
+                                                + backend.hookArguments(queue: queue),
                                                 dir: dir, environment: environment, in: self)
         // The failing session first, so its publish heads the queue when the other's arrive.
         let failing = try ServeTests.publish("rtmp://127.0.0.1:\(rtmp)/live/fail1", seconds: 3)

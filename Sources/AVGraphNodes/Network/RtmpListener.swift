@@ -141,8 +141,7 @@ private final class Lobby {
         for id in displaced {
             guard let victim = peers.first(where: { ObjectIdentifier($0) == id }) else { continue }
             if let more = notes.pass("displaced") {
-                listener.note("\(victim.address): closed: \(room.count) connections wait to publish (\(room.count(from: victim.address)) from its address); "
-                    + "the longest-waiting gave its place to a newcomer" + NoteThrottle.suffix(more))
+                listener.note(room.displacedNote(victim.address, waiting: "connections wait to publish") + NoteThrottle.suffix(more))
             }
             victim.drop()
         }

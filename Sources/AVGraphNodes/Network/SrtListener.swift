@@ -189,8 +189,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             sessions[s] = (stream, Monotonic.now, false)
             for victim in room.enter(s, address: peer) {
                 if let more = notes.pass("displaced"), let v = sessions[victim] {
-                    note("\(v.stream.peer): closed: \(room.count) connected callers have sent nothing (\(room.count(from: peer)) from its address); "
-                        + "the longest-waiting gave its place to a newcomer" + NoteThrottle.suffix(more))
+                    note(room.displacedNote(v.stream.peer, waiting: "connected callers have sent nothing") + NoteThrottle.suffix(more))
                 }
                 endSession(victim)
             }

@@ -76,6 +76,12 @@ public struct WaitingRoom<ID: Hashable>: Sendable where ID: Sendable {
         return best?.id
     }
 
+    /// The warning for a connection at `address` closed to make room: how many `waiting` (what
+    /// they wait for) and how many of them are from its address.
+    public func displacedNote(_ address: String, waiting: String) -> String {
+        "\(address): closed: \(count) \(waiting) (\(count(from: address)) from its address); the longest-waiting gave its place to a newcomer"
+    }
+
     /// What one party owns: an IPv4 address, or an IPv6 address's /64. `address` may carry a
     /// port (`1.2.3.4:5`, `[::1]:5`) or not.
     public static func group(of address: String) -> String {
