@@ -53,25 +53,28 @@ let package = Package(
         // Pixel kernels in C for the vector shuffles Swift does not reach.
         .target(name: "CKernels"),
         .target(name: "AVGraph", dependencies: ["CFFmpeg", "CKernels", "Yams"]),
-        .target(name: "AVGraphNodes", dependencies: [
+        // The wire: RTMP (connection, chunks, AMF0), FLV tags, the H.264/HEVC bitstream facts they carry, the RTMP and
+        // SRT listeners and the doors in front of them, TLS loading. It knows no node: a node adapts it.
+        .target(name: "AVGraphTransport", dependencies: [
             "AVGraph", "CFFmpeg", "CSrt",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
+        .target(name: "AVGraphNodes", dependencies: ["AVGraph", "AVGraphTransport", "CFFmpeg", "CSrt"]),
         .target(name: "AVGraphTesting", dependencies: ["AVGraph", "CFFmpeg"]),
         // The operator's page, its API and /metrics on NIO (HTTP/1.1 from NIOHTTP1, TLS from NIOSSL): a library of
         // its own so the HTTP fuzz target drives the same server pipeline the program serves.
         .target(name: "AVGraphHTTP", dependencies: [
-            "AVGraph", "AVGraphNodes",
+            "AVGraph", "AVGraphTransport",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         // `avgraph serve`'s logic (admission, sessions and their relay, hooks, the index): the program only
         // parses flags and wires it up, and its unit tests (ServeUnitTests) need no process.
-        .target(name: "AVGraphServe", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP"]),
+        .target(name: "AVGraphServe", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTransport", "AVGraphHTTP"]),
         .executableTarget(
             name: "avgraph",
-            dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP", "AVGraphServe", "CFFmpeg", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTransport", "AVGraphHTTP", "AVGraphServe", "CFFmpeg", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             linkerSettings: hostExportsAVGraph
         ),
         .target(name: "AVGraphService", dependencies: [
@@ -84,10 +87,10 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ], path: "Examples/RecordServer"),
-        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"],
+        .testTarget(name: "AVGraphTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTransport", "AVGraphTesting", "CFFmpeg"],
                     exclude: ["Fixtures"], linkerSettings: hostExportsAVGraph),
         .testTarget(name: "ServeUnitTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphHTTP", "AVGraphServe"], linkerSettings: hostExportsAVGraph),
-        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
+        .testTarget(name: "EndToEndTests", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTransport", "AVGraphTesting", "CFFmpeg"], linkerSettings: hostExportsAVGraph),
         .target(name: "AVGraphWatermark", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/watermark/Sources",
                 linkerSettings: pluginLink),
         .target(name: "AVGraphDucker", dependencies: ["AVGraph", "CFFmpeg"], path: "Plugins/ducker/Sources",
@@ -117,7 +120,7 @@ if Context.environment["AVGRAPH_FUZZ"] != nil {
     ]
     let fuzzers: [Target] = ["pipe", "ingest", "control", "rtmp", "flv", "http"].map { name in
         .executableTarget(name: "Fuzz\(name.prefix(1).uppercased() + name.dropFirst())",
-                          dependencies: ["AVGraph", "AVGraphNodes", "CFuzzDriver"] + (more[name] ?? []), path: "Fuzz/\(name)")
+                          dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTransport", "CFuzzDriver"] + (more[name] ?? []), path: "Fuzz/\(name)")
     }
     package.targets += [.target(name: "CFuzzDriver", path: "Fuzz/driver"),
                         .target(name: "FuzzSupport", dependencies: ["AVGraph", "AVGraphNodes"], path: "Fuzz/support")] + fuzzers

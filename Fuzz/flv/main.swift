@@ -1,5 +1,6 @@
 @testable import AVGraphNodes
 import AVGraph
+import AVGraphTransport
 import CFuzzDriver
 import CFFmpeg
 import Foundation

@@ -1,3 +1,4 @@
+import AVGraphTransport
 import Foundation
 import NIOCore
 import NIOPosix

@@ -1,4 +1,4 @@
-import AVGraphNodes
+import AVGraphTransport
 import NIOSSL
 
 /// The TLS side of `--http-tls CERT,KEY`: the listeners' loader (`ListenTLS`), its failures said

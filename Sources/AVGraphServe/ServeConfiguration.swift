@@ -1,4 +1,5 @@
 import AVGraphNodes
+import AVGraphTransport
 import Foundation
 
 /// What `avgraph serve`'s flags say, checked: the program (ServeCommand) makes one and hands it to `ServeServer`.

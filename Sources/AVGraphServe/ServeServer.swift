@@ -1,5 +1,6 @@
 import AVGraph
 import AVGraphNodes
+import AVGraphTransport
 import Foundation
 import Synchronization
 

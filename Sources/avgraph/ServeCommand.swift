@@ -3,6 +3,7 @@ import AVGraph
 import AVGraphHTTP
 import AVGraphNodes
 import AVGraphServe
+import AVGraphTransport
 import Foundation
 import Synchronization
 

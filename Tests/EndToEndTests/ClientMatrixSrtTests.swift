@@ -1,4 +1,5 @@
 import AVGraphTesting
+import AVGraphTransport
 import Foundation
 import XCTest
 

@@ -1,3 +1,4 @@
+import AVGraphTransport
 /// An H.264 decoder configuration record (`avcC`, ISO 14496-15), as MP4 and FLV carry it: the
 /// sequence and picture parameter sets a decoder needs before the first picture. Two encoders'
 /// records merge into one when their parameter set ids differ, so one track can hold pictures

@@ -1,3 +1,4 @@
+import AVGraphTransport
 /// An HEVC decoder configuration record (`hvcC`, ISO 14496-15 8.3.3), as MP4 and Enhanced RTMP
 /// carry it: the VPS, SPS and PPS a decoder needs before the first picture, and the size of the
 /// NAL unit lengths in the pictures. x265 numbers its parameter sets 0, as phones do, so the two

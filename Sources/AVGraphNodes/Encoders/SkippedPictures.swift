@@ -1,3 +1,4 @@
+import AVGraphTransport
 /// `h264 passthrough`: a picture encoded again unchanged (the privacy card held on) written by
 /// hand as an H.264 P picture whose every macroblock is skipped: a copy of the picture before
 /// it, a dozen bytes, no encoder run. x264 spends ~4 ms on each picture of a still card at

@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 
 /// The privacy switch a phone app sends in its RTMP stream: an AMF0 data message (type 18)
 /// named `onPrivacy` whose first value is an object `{on: Boolean, card: String, time: Number}`

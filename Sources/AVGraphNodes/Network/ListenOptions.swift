@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import Foundation
 
 /// Options of a network source about who may publish and how much it may send: the keys

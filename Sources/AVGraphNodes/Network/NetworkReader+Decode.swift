@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import CFFmpeg
 import Foundation
 
@@ -99,7 +100,7 @@ extension NetworkReader {
     /// A picture's own display matrix (H.264 display orientation SEI) wins over what held before.
     private static func orientation(_ av: UnsafeMutablePointer<AVFrame>, _ stream: Orientation) -> Orientation {
         guard let sd = av_frame_get_side_data(av, AV_FRAME_DATA_DISPLAYMATRIX), sd.pointee.size >= 36 else { return stream }
-        return FileProbe.orientation(matrix: UnsafeRawPointer(sd.pointee.data))
+        return Orientation(displayMatrix: UnsafeRawPointer(sd.pointee.data))
     }
 }
 

@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import CFFmpeg
 import Foundation
 import Synchronization

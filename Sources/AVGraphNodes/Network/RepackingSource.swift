@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import CFFmpeg
 
 /// An SRT phone's pictures as MP4 and FLV carry them. MPEG-TS frames H.264 in Annex B; the

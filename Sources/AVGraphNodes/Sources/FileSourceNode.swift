@@ -229,31 +229,6 @@ struct FileProbe {
     /// The EXIF orientation of a stream's display matrix (a phone's "rotate" tag).
     static func orientation(of stream: UnsafeMutablePointer<AVStream>) -> Orientation {
         guard let data = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, nil) else { return .up }
-        return orientation(matrix: UnsafeRawPointer(data))
-    }
-
-    /// The EXIF orientation of a 3x3 display matrix (stream side data, or a picture's own).
-    static func orientation(matrix data: UnsafeRawPointer) -> Orientation {
-        var m = [Int32](repeating: 0, count: 9)
-        for i in 0..<9 { m[i] = data.loadUnaligned(fromByteOffset: 4 * i, as: Int32.self) }
-        // A negative determinant is a mirror; undo it (flip the first column) to read the rotation.
-        let mirrored = Int64(m[0]) * Int64(m[4]) - Int64(m[1]) * Int64(m[3]) < 0
-        if mirrored { m[0] = -m[0]; m[3] = -m[3]; m[6] = -m[6] }
-        // Players turn the stored picture clockwise by the negated av_display_rotation_get (ffmpeg's
-        // autorotate: 90 is transpose=clock), which is what `right` (EXIF 6) means.
-        let ccw = av_display_rotation_get(m)
-        guard ccw.isFinite else { return .up }
-        var clockwise = Int((-ccw).rounded()) % 360
-        if clockwise < 0 { clockwise += 360 }
-        switch ((clockwise + 45) / 90 % 4, mirrored) {
-        case (1, false): return .right
-        case (2, false): return .down
-        case (3, false): return .left
-        case (0, true): return .upMirrored
-        case (1, true): return .rightMirrored
-        case (2, true): return .downMirrored
-        case (3, true): return .leftMirrored
-        default: return .up
-        }
+        return Orientation(displayMatrix: UnsafeRawPointer(data))
     }
 }

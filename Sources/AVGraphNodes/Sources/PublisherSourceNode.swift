@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import Foundation
 
 /// `publisher` as a source: the stream `avgraph serve` admitted for this run (one publisher,

@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import Foundation
 
 /// `rtmp` as a source (no `in:`): a phone's broadcast app (or OBS, ffmpeg) publishes to avgraph

@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import Foundation
 
 /// `srt` as a source (no `in:`): MPEG-TS over SRT, avgraph as the listener a phone calls

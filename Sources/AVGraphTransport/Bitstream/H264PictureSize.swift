@@ -3,10 +3,10 @@ import Foundation
 /// The picture size an H.264 sequence parameter set declares, read before any decoder sees the
 /// stream: a publisher's size is judged against `max-size` from a few bytes, without
 /// allocating a picture.
-enum H264PictureSize {
+package enum H264PictureSize {
     /// Width and height (after cropping) of the SPS NAL unit `nal` (header byte included), or
     /// nil when it is not one or cannot be read.
-    static func of(sps nal: ArraySlice<UInt8>) -> (width: Int, height: Int)? {
+    package static func of(sps nal: ArraySlice<UInt8>) -> (width: Int, height: Int)? {
         guard let header = nal.first, header & 0x1F == 7 else { return nil }
         var bits = BitReader(unescaping: nal.dropFirst().prefix(512))
         guard let profile = bits.read(8) else { return nil }
@@ -61,13 +61,13 @@ enum H264PictureSize {
 
     /// Exp-Golomb bits of a NAL unit's payload, emulation prevention bytes removed (or of a
     /// bitstream without them: AV1's, VP9's).
-    struct BitReader {
+    package struct BitReader {
         private var bytes: [UInt8] = []
         private var bit = 0
 
-        init(plain: ArraySlice<UInt8>) { bytes = Array(plain) }
+        package init(plain: ArraySlice<UInt8>) { bytes = Array(plain) }
 
-        init(unescaping raw: ArraySlice<UInt8>) {
+        package init(unescaping raw: ArraySlice<UInt8>) {
             var zeros = 0
             for b in raw {
                 if zeros >= 2 && b == 3 { zeros = 0; continue }
@@ -76,7 +76,7 @@ enum H264PictureSize {
             }
         }
 
-        mutating func read(_ n: Int) -> UInt32? {
+        package mutating func read(_ n: Int) -> UInt32? {
             guard bit + n <= bytes.count * 8 else { return nil }
             var v: UInt32 = 0
             for _ in 0..<n {
@@ -86,7 +86,7 @@ enum H264PictureSize {
             return v
         }
 
-        mutating func ue() -> Int? {
+        package mutating func ue() -> Int? {
             var zeros = 0
             while true {
                 guard let b = read(1) else { return nil }
@@ -98,7 +98,7 @@ enum H264PictureSize {
             return (1 << zeros) - 1 + Int(rest)
         }
 
-        mutating func se() -> Int? {
+        package mutating func se() -> Int? {
             guard let k = ue() else { return nil }
             return k % 2 == 1 ? (k + 1) / 2 : -(k / 2)
         }

@@ -8,8 +8,8 @@ import Synchronization
 /// changes) and the `AVGRAPH_KEYS` environment variable (comma or newline separated); with none
 /// of these, the stream name in the URL is the one key. Keys are compared in constant time and
 /// never printed.
-final class PublisherKeys: Sendable {
-    static let environment = "AVGRAPH_KEYS"
+package final class PublisherKeys: Sendable {
+    package static let environment = "AVGRAPH_KEYS"
 
     private let fixed: [String]
     private let file: String?
@@ -17,11 +17,11 @@ final class PublisherKeys: Sendable {
     private let read = Mutex<(keys: [String], stamp: FileStamp?)>(([], nil))
 
     private struct FileStamp: Equatable, Sendable {
-        var inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
+        package var inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
     }
 
     /// `urlKey`: the URL's own stream name, the key when nothing else names one.
-    init(keys: [String], file: String?, environment: [String: String] = ProcessInfo.processInfo.environment, urlKey: String?) throws {
+    package init(keys: [String], file: String?, environment: [String: String] = ProcessInfo.processInfo.environment, urlKey: String?) throws {
         var fixed = keys
         if let env = environment[Self.environment] { fixed += Self.parse(env.replacingOccurrences(of: ",", with: "\n")) }
         if fixed.isEmpty && file == nil, let urlKey, !urlKey.isEmpty { fixed = [urlKey] }
@@ -34,16 +34,16 @@ final class PublisherKeys: Sendable {
     }
 
     /// True when nothing at all could admit a publisher.
-    var isEmpty: Bool { current().isEmpty }
+    package var isEmpty: Bool { current().isEmpty }
 
     /// The keys now (the file read again first when it changed since the last look).
-    func current() -> [String] {
+    package func current() -> [String] {
         refresh()
         return fixed + read.withLock { $0.keys }
     }
 
     /// Whether `candidate` is one of the keys: every key is compared, each in constant time.
-    func admits(_ candidates: [String]) -> Bool {
+    package func admits(_ candidates: [String]) -> Bool {
         var found = false
         for key in current() {
             for c in candidates where Self.constantTimeEqual(key, c) { found = true }
@@ -66,7 +66,7 @@ final class PublisherKeys: Sendable {
     }
 
     /// One key per line; blank lines and `#` comments skipped, white space around a key trimmed.
-    static func parse(_ text: String) -> [String] {
+    package static func parse(_ text: String) -> [String] {
         text.split(whereSeparator: \.isNewline).compactMap { line in
             let t = line.trimmingCharacters(in: .whitespaces)
             return t.isEmpty || t.hasPrefix("#") ? nil : t
@@ -74,7 +74,7 @@ final class PublisherKeys: Sendable {
     }
 
     /// Equal bytes, in a time that depends on the lengths only.
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    package static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
         let x = Array(a.utf8), y = Array(b.utf8)
         if x.isEmpty || y.isEmpty { return x.count == y.count }
         var diff: UInt8 = x.count == y.count ? 0 : 1

@@ -1,23 +1,36 @@
 import Foundation
 
 /// What a listening RTMP source admits: the URL's application, the keys, the bounds.
-struct RtmpPolicy: Sendable {
-    var app: String
-    var keys: PublisherKeys
-    var maxWidth = 3840
-    var maxHeight = 2160
-    var maxRate = 120.0
+package struct RtmpPolicy: Sendable {
+    package var app: String
+    package var keys: PublisherKeys
+    package var maxWidth = 3840
+    package var maxHeight = 2160
+    package var maxRate = 120.0
     /// Every application is open (`avgraph serve`: the app is the publisher's to name).
-    var anyApp = false
+    package var anyApp = false
     /// Every stream key is admitted here (`avgraph serve --auth/--open`: another asks, or none).
-    var anyKey = false
+    package var anyKey = false
     /// Called with each data message's name, values and timestamp (ms on the publisher's clock:
     /// its pictures' clock) of an admitted publisher (`onMetaData`, `onPrivacy`...), on the
     /// listener's thread, before the pictures after it go on to the demuxer.
-    var onData: (@Sendable (_ name: String, _ values: [Amf0Value], _ timestamp: UInt32) -> Void)?
+    package var onData: (@Sendable (_ name: String, _ values: [Amf0Value], _ timestamp: UInt32) -> Void)?
+
+    package init(app: String, keys: PublisherKeys, maxWidth: Int = 3840, maxHeight: Int = 2160, maxRate: Double = 120.0,
+                 anyApp: Bool = false, anyKey: Bool = false,
+                 onData: (@Sendable (_ name: String, _ values: [Amf0Value], _ timestamp: UInt32) -> Void)? = nil) {
+        self.app = app
+        self.keys = keys
+        self.maxWidth = maxWidth
+        self.maxHeight = maxHeight
+        self.maxRate = maxRate
+        self.anyApp = anyApp
+        self.anyKey = anyKey
+        self.onData = onData
+    }
 
     /// Applications a publisher may connect to: the URL's and those named in `app/stream` keys.
-    func admitsApp(_ app: String) -> Bool {
+    package func admitsApp(_ app: String) -> Bool {
         anyApp || app == self.app || keys.current().contains { $0.contains("/") && String($0[..<$0.lastIndex(of: "/")!]) == app }
     }
 }
@@ -26,31 +39,31 @@ struct RtmpPolicy: Sendable {
 /// to send and FLV bytes (once a publisher is admitted) out. The simple handshake, the chunk
 /// stream, the commands a publisher sends (connect, releaseStream, FCPublish, createStream,
 /// publish) and its audio, video and data messages as FLV tags.
-final class RtmpConnection {
-    enum Phase: Equatable { case handshake, handshakeAck, commands, publishing, ended }
+package final class RtmpConnection {
+    package enum Phase: Equatable { case handshake, handshakeAck, commands, publishing, ended }
 
-    let policy: RtmpPolicy
-    private(set) var phase = Phase.handshake
+    package let policy: RtmpPolicy
+    package private(set) var phase = Phase.handshake
     /// Bytes to send to the peer.
-    var output: [UInt8] = []
+    package var output: [UInt8] = []
     /// FLV (header, then tags) of the admitted publisher, not yet taken.
-    var flv: [UInt8] = []
+    package var flv: [UInt8] = []
     /// Set when the connection is refused (the peer's fault): why, for a warning. Close after sending `output`.
-    private(set) var refusal: String?
+    package private(set) var refusal: String?
     /// The publisher's first media passed the bounds: its session can start.
-    private(set) var ready = false
+    package private(set) var ready = false
     /// Set by the server: another publisher holds the source (this one is refused).
-    var othersPublishing = false
+    package var othersPublishing = false
     /// The publish command was accepted (the key, and no other publisher).
-    private(set) var admitted = false
+    package private(set) var admitted = false
     /// The peer asked to stop publishing (deleteStream, FCUnpublish).
-    var finished: Bool { phase == .ended && refusal == nil }
+    package var finished: Bool { phase == .ended && refusal == nil }
 
     private var handshake: [UInt8] = []
     private let chunks = RtmpChunkReader(maxMessageSize: 64 * 1024)
     /// The application the peer connected to, and the stream name it published (once it has).
-    private(set) var app = ""
-    private(set) var streamName = ""
+    package private(set) var app = ""
+    package private(set) var streamName = ""
     private var connected = false
     private var outChunkSize = 128
     private var ackWindow: UInt64 = 2_500_000
@@ -58,12 +71,12 @@ final class RtmpConnection {
     private var nalLengthSize = 4
     private var videoReader = FlvVideoReader()
     private var recentPictures: [UInt32] = []
-    static let maxMessageSize = 0xFF_FFFF
+    package static let maxMessageSize = 0xFF_FFFF
 
-    init(policy: RtmpPolicy) { self.policy = policy }
+    package init(policy: RtmpPolicy) { self.policy = policy }
 
     /// Bytes from the peer. After a refusal or the end, nothing more is read.
-    func receive(_ bytes: UnsafeRawBufferPointer) {
+    package func receive(_ bytes: UnsafeRawBufferPointer) {
         guard phase != .ended else { return }
         if phase == .handshake || phase == .handshakeAck {
             let used = min(bytes.count, (phase == .handshake ? 1537 : 1536) - handshake.count)
@@ -98,7 +111,7 @@ final class RtmpConnection {
     /// one sent once it has caught up says the same. Due once the bytes read cross a multiple of
     /// the window (not a window after the last ack, which would drift past the publisher's
     /// boundaries and keep an ack waiting for its next picture).
-    func acknowledgeIfDue() {
+    package func acknowledgeIfDue() {
         guard phase == .commands || phase == .publishing, chunks.received / ackWindow > acknowledged / ackWindow else { return }
         acknowledged = chunks.received
         send(RtmpMessage(type: RtmpChunkReader.MessageType.acknowledgement, streamID: 0, timestamp: 0,
@@ -262,7 +275,7 @@ final class RtmpConnection {
     /// `capsEx` in its connect), the codecs avgraph decodes, as the server's connect result
     /// states them: of the client's `fourCcList` those it takes, and each as decodable (1) in
     /// the info maps; capsEx: multitrack (the first track is taken) and ModEx (parsed, skipped).
-    static func enhancedRtmpAnswer(_ connect: Amf0Value) -> [Amf0Pair] {
+    package static func enhancedRtmpAnswer(_ connect: Amf0Value) -> [Amf0Pair] {
         let asked = connect["fourCcList"]
         guard asked != nil || connect["videoFourCcInfoMap"] != nil || connect["capsEx"] != nil else { return [] }
         let video = FlvVideoCodec.allCases.map(\.rawValue)
@@ -282,7 +295,7 @@ final class RtmpConnection {
 
     /// An audio message that only configures the decoder (AAC's AudioSpecificConfig, an
     /// Enhanced RTMP sequence start): no sound yet.
-    static func isAudioSequenceStart(_ p: [UInt8]) -> Bool {
+    package static func isAudioSequenceStart(_ p: [UInt8]) -> Bool {
         guard p.count >= 2 else { return true }
         return (p[0] >> 4 == 10 && p[1] == 0) || (p[0] >> 4 == 9 && p[0] & 0x0F == 0)
     }

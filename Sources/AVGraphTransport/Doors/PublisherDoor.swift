@@ -53,7 +53,7 @@ public final class PublisherDoor: Sendable {
 /// One admitted publisher: who, what it asked for, and its bytes as it sent them (FLV from
 /// RTMP, MPEG-TS from SRT).
 public struct PublisherArrival: Sendable {
-    let stream: PublisherStream
+    package let stream: PublisherStream
     public let scheme: String
     public var peer: String { stream.peer }
     /// RTMP: the published name without its `?query`; SRT: the stream id's resource.

@@ -3,7 +3,7 @@ import CFFmpeg
 
 /// Where a network source's compressed packets come from: libavformat's demuxer (SRT's MPEG-TS,
 /// a pulled stream), or avgraph's own FLV tag reader (its RTMP server's publishers).
-protocol PacketSource: AnyObject {
+package protocol PacketSource: AnyObject {
     /// The stream of `type` to decode, or nil when there is none.
     func bestStream(_ type: AVMediaType) -> Int?
     func parameters(_ stream: Int) -> UnsafePointer<AVCodecParameters>
@@ -12,10 +12,4 @@ protocol PacketSource: AnyObject {
     func orientation(_ stream: Int) -> Orientation
     /// The next packet into `packet`; false at the end.
     func read(into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool
-}
-
-extension Demuxer: PacketSource {
-    func parameters(_ stream: Int) -> UnsafePointer<AVCodecParameters> { UnsafePointer(self.stream(stream).pointee.codecpar) }
-    func timeBase(_ stream: Int) -> Rational { Rational(self.stream(stream).pointee.time_base) }
-    func orientation(_ stream: Int) -> Orientation { FileProbe.orientation(of: self.stream(stream)) }
 }

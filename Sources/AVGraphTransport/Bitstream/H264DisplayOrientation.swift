@@ -4,11 +4,11 @@ import CFFmpeg
 /// The orientation an H.264 display orientation SEI (payload type 47) in a packet declares, read
 /// from the bytes as FFmpeg's decoder reads it, so that a picture sent on undecoded carries the
 /// tag its decoded picture would (an `orient` whose tag is carried as a display matrix needs no pixels).
-enum H264DisplayOrientation {
+package enum H264DisplayOrientation {
     /// The orientation of the packet's last display orientation SEI; nil when it has none, or one
     /// that cancels or says nothing (the decoder then attaches no matrix: the one before holds).
     /// Only SEI NAL units are copied out of the packet (a few bytes), never the picture.
-    static func of(_ av: UnsafePointer<AVPacket>, nalLengthSize n: Int) -> Orientation? {
+    package static func of(_ av: UnsafePointer<AVPacket>, nalLengthSize n: Int) -> Orientation? {
         var found: Orientation?
         for unit in LengthPrefixedUnits(av, lengthSize: n) where unit.first! & 0x1F == 6 {
             if let o = of(sei: Array(unit.dropFirst())[...]) { found = o }
@@ -35,7 +35,7 @@ enum H264DisplayOrientation {
             guard type == 47, payloadBits.read(1) == 0, let h = payloadBits.read(1), let v = payloadBits.read(1),
                   let rotation = payloadBits.read(16), h == 1 || v == 1 || rotation != 0 else { continue }
             let matrix = Orientation.displayMatrix(anticlockwiseDegrees: Double(rotation) * 360 / 65536, hflip: h == 1, vflip: v == 1)
-            found = matrix.withUnsafeBytes { FileProbe.orientation(matrix: $0.baseAddress!) }
+            found = matrix.withUnsafeBytes { Orientation(displayMatrix: $0.baseAddress!) }
         }
         return found
     }

@@ -2,22 +2,22 @@ import Foundation
 
 /// The video codecs avgraph's RTMP server takes: legacy FLV's AVC (codec id 7) and HEVC (12, as
 /// Chinese CDNs and some phone apps send it), and Enhanced RTMP's FourCC codecs.
-enum FlvVideoCodec: String, CaseIterable, Sendable {
+package enum FlvVideoCodec: String, CaseIterable, Sendable {
     case h264 = "avc1", hevc = "hvc1", av1 = "av01", vp9 = "vp09"
 
     /// Codecs whose coded frames carry a composition time and length-prefixed NAL units.
-    var isNalBased: Bool { self == .h264 || self == .hevc }
+    package var isNalBased: Bool { self == .h264 || self == .hevc }
 
-    init?(fourCC: UInt32) { self.init(rawValue: FlvExTracks.name(fourCC)) }
+    package init?(fourCC: UInt32) { self.init(rawValue: FlvExTracks.name(fourCC)) }
 }
 
-struct FlvTagError: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
+package struct FlvTagError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ d: String) { description = d }
 }
 
 /// What an audio or video packet of a message is.
-enum FlvPacketKind: Equatable {
+package enum FlvPacketKind: Equatable {
     /// A configuration record (avcC, hvcC, av1C, vpcC; AudioSpecificConfig...): a new sequence, maybe a new size.
     case sequenceStart
     /// Coded pictures (length-prefixed NAL units for AVC and HEVC; OBUs of one temporal unit for
@@ -26,20 +26,20 @@ enum FlvPacketKind: Equatable {
 }
 
 /// What one video message (an FLV tag's body, an RTMP video message) says for the track avgraph takes.
-struct FlvVideoPacket {
-    var codec: FlvVideoCodec
-    var kind: FlvPacketKind
-    var key: Bool
+package struct FlvVideoPacket {
+    package var codec: FlvVideoCodec
+    package var kind: FlvPacketKind
+    package var key: Bool
     /// Milliseconds from decoding to presentation (AVC, HEVC).
-    var compositionTime: Int32
-    var body: ArraySlice<UInt8>
+    package var compositionTime: Int32
+    package var body: ArraySlice<UInt8>
 }
 
 /// Reads video messages, legacy and Enhanced RTMP (the Veovera specification, v1 and v2:
 /// ExVideoTagHeader, its packet types, ModEx, multitrack). Of a multitrack stream it keeps the
 /// first track it sees (`tracks.otherTracksIgnored` turns true once another was skipped).
-struct FlvVideoReader {
-    private(set) var tracks = FlvExTracks(multitrackType: 6)
+package struct FlvVideoReader {
+    package private(set) var tracks = FlvExTracks(multitrackType: 6)
 
     private enum PacketType: UInt8 {
         case sequenceStart = 0, codedFrames = 1, sequenceEnd = 2, codedFramesX = 3, metadata = 4
@@ -48,7 +48,7 @@ struct FlvVideoReader {
 
     /// The packets of the kept track in one message (none for an end of sequence, metadata, a
     /// command frame); throws on what is not a video message avgraph can decode.
-    mutating func read(_ p: ArraySlice<UInt8>) throws(FlvTagError) -> [FlvVideoPacket] {
+    package mutating func read(_ p: ArraySlice<UInt8>) throws(FlvTagError) -> [FlvVideoPacket] {
         guard let first = p.first else { return [] }
         let frameType = first >> 4 & 7
         let key = frameType == 1 || frameType == 4
@@ -109,17 +109,17 @@ struct FlvVideoReader {
 
 /// Enhanced RTMP's framing shared by audio and video messages after their first byte: ModEx
 /// modifiers, then one FourCC track or several (multitrack), of which the first seen is kept.
-struct FlvExTracks {
+package struct FlvExTracks {
     /// The packet type that announces multitrack: 6 for video, 5 for audio.
-    let multitrackType: UInt8
-    private(set) var track: UInt8?
-    private(set) var otherTracksIgnored = false
+    package let multitrackType: UInt8
+    package private(set) var track: UInt8?
+    package private(set) var otherTracksIgnored = false
 
-    init(multitrackType: UInt8) { self.multitrackType = multitrackType }
+    package init(multitrackType: UInt8) { self.multitrackType = multitrackType }
 
     /// Skips ModEx modifiers (today a nanosecond timestamp offset, below RTMP's milliseconds):
     /// the packet type they end with.
-    static func skipModEx(_ bytes: inout ByteReader, packetType: UInt8) throws(FlvTagError) -> UInt8 {
+    package static func skipModEx(_ bytes: inout ByteReader, packetType: UInt8) throws(FlvTagError) -> UInt8 {
         var type = packetType
         while type == 7 {
             var size = Int(try bytes.uint(1)) + 1
@@ -131,7 +131,7 @@ struct FlvExTracks {
     }
 
     /// The packet type of the tracks and, of the kept track, its FourCC and body.
-    mutating func read(_ bytes: inout ByteReader, packetType: UInt8) throws(FlvTagError) -> (UInt8, [(UInt32, ArraySlice<UInt8>)]) {
+    package mutating func read(_ bytes: inout ByteReader, packetType: UInt8) throws(FlvTagError) -> (UInt8, [(UInt32, ArraySlice<UInt8>)]) {
         guard packetType == multitrackType else { return (packetType, [(try bytes.uint(4), bytes.rest())]) }
         let b = UInt8(try bytes.uint(1))
         let layout = b >> 4, type = b & 0x0F
@@ -148,30 +148,30 @@ struct FlvExTracks {
         return (type, kept)
     }
 
-    static func name(_ fourCC: UInt32) -> String {
+    package static func name(_ fourCC: UInt32) -> String {
         String(bytes: (0..<4).map { UInt8(fourCC >> (24 - 8 * $0) & 0xFF) }, encoding: .isoLatin1) ?? "?"
     }
 }
 
 /// Big-endian fields of a message, each read checked against its end.
-struct ByteReader {
+package struct ByteReader {
     private var bytes: ArraySlice<UInt8>
 
-    init(_ bytes: ArraySlice<UInt8>) { self.bytes = bytes }
+    package init(_ bytes: ArraySlice<UInt8>) { self.bytes = bytes }
 
-    var isAtEnd: Bool { bytes.isEmpty }
+    package var isAtEnd: Bool { bytes.isEmpty }
 
-    mutating func take(_ n: Int) throws(FlvTagError) -> ArraySlice<UInt8> {
+    package mutating func take(_ n: Int) throws(FlvTagError) -> ArraySlice<UInt8> {
         guard n >= 0, n <= bytes.count else { throw FlvTagError("it sent a message cut short") }
         defer { bytes = bytes.dropFirst(n) }
         return bytes.prefix(n)
     }
 
-    mutating func uint(_ n: Int) throws(FlvTagError) -> UInt32 {
+    package mutating func uint(_ n: Int) throws(FlvTagError) -> UInt32 {
         try take(n).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
     }
 
-    mutating func rest() -> ArraySlice<UInt8> {
+    package mutating func rest() -> ArraySlice<UInt8> {
         defer { bytes = bytes.suffix(0) }
         return bytes
     }

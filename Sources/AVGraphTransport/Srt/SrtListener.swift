@@ -10,23 +10,36 @@ import Synchronization
 /// caller and the stop pipe; the caller's MPEG-TS goes to the reader as a `PublisherStream`.
 // @unchecked: a subclass (see PublisherHandoff); `socket` and `sessions` are the listener thread's
 // alone, what libsrt's callback thread shares with it is in `callers`.
-final class SrtListener: PublisherListener, @unchecked Sendable {
-    struct Settings {
-        var host: String
-        var port: Int
-        var passphrase: String?
-        var latency: Double
+package final class SrtListener: PublisherListener, @unchecked Sendable {
+    package struct Settings {
+        package var host: String
+        package var port: Int
+        package var passphrase: String?
+        package var latency: Double
         /// nil: any stream id (the passphrase is the only check).
-        var keys: PublisherKeys?
-        var handshakeTimeout = 5.0
-        var silence = 5.0
+        package var keys: PublisherKeys?
+        package var handshakeTimeout = 5.0
+        package var silence = 5.0
         /// Any number of callers at once (`avgraph serve`), each its own stream.
-        var concurrent = false
+        package var concurrent = false
         /// Connected callers that have sent nothing yet (see `WaitingRoom`).
-        var waiting = WaitingRoom<SRTSOCKET>.Limits()
+        package var waiting = WaitingRoom<SRTSOCKET>.Limits()
+
+        package init(host: String, port: Int, passphrase: String?, latency: Double, keys: PublisherKeys?, handshakeTimeout: Double = 5.0,
+                     silence: Double = 5.0, concurrent: Bool = false, waiting: WaitingRoom<SRTSOCKET>.Limits = .init()) {
+            self.host = host
+            self.port = port
+            self.passphrase = passphrase
+            self.latency = latency
+            self.keys = keys
+            self.handshakeTimeout = handshakeTimeout
+            self.silence = silence
+            self.concurrent = concurrent
+            self.waiting = waiting
+        }
     }
 
-    let settings: Settings
+    package let settings: Settings
     private var socket: SRTSOCKET
     private let epoll: Int32
     /// Connected callers. One is announced to the reader with its first bytes: a caller that
@@ -36,19 +49,19 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
     private var notes = NoteThrottle()
     /// libsrt calls the hook on its own thread.
     private struct Callers {
-        var busy = false
+        package var busy = false
         /// Callers whose stream id was admitted, by address, and when: one that has not become a
         /// connection by the handshake timeout failed after the hook (a wrong passphrase).
-        var admitted: [String: Double] = [:]
-        var lastRefusal: [String: Double] = [:]
+        package var admitted: [String: Double] = [:]
+        package var lastRefusal: [String: Double] = [:]
     }
     private let callers = Mutex(Callers())
     /// Callers whose connection ended with packets still held for their play time (see `drain`), and until when.
     private var draining: [SRTSOCKET: (stream: PublisherStream, until: Double)] = [:]
     /// How often a draining caller's buffer is read.
-    static let drainPoll = 0.01
+    package static let drainPoll = 0.01
 
-    init(_ settings: Settings) throws {
+    package init(_ settings: Settings) throws {
         self.settings = settings
         room = WaitingRoom(limits: settings.waiting)
         srt_startup()
@@ -105,7 +118,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
     }
 
     private static func describe(_ a: UnsafePointer<sockaddr>) -> String {
-        SocketAddress.describe(a, socklen_t(a.pointee.sa_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size))
+        PeerAddress.describe(a, socklen_t(a.pointee.sa_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size))
     }
 
     /// The hook, on libsrt's thread, before the handshake ends: 0 admits, -1 refuses.
@@ -140,7 +153,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
         return -1
     }
 
-    override func run() {
+    package override func run() {
         var readable = [SRTSOCKET](repeating: 0, count: 4)
         var system = [SYSSOCKET](repeating: 0, count: 2)
         var buffer = [CChar](repeating: 0, count: 1500)
@@ -172,7 +185,7 @@ final class SrtListener: PublisherListener, @unchecked Sendable {
             var len = Int32(MemoryLayout<sockaddr_storage>.size)
             let s = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { srt_accept(socket, $0, &len) } }
             guard s >= 0 else { return }
-            let peer = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress.describe($0, socklen_t(len)) } }
+            let peer = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { PeerAddress.describe($0, socklen_t(len)) } }
             let concurrent = settings.concurrent
             let taken = callers.withLock { c in
                 c.admitted[peer] = nil

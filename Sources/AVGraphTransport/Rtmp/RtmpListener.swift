@@ -16,28 +16,42 @@ import NIOSSL
 /// `silence` without data, so a phone that reconnects gets in then). Refusals are warnings
 /// naming the peer, never the key.
 // @unchecked: a subclass (see PublisherHandoff); `server` is set once, in init; the lobby is its loop's alone.
-final class RtmpListener: PublisherHandoff, @unchecked Sendable {
-    struct Limits {
-        var handshakeTimeout = 5.0
+package final class RtmpListener: PublisherHandoff, @unchecked Sendable {
+    package struct Limits {
+        package var handshakeTimeout = 5.0
         /// An admitted publisher that sends nothing this long is gone.
-        var silence = 5.0
+        package var silence = 5.0
         /// Connections that have not published yet: when a limit is reached, the longest-waiting
         /// one goes for the newcomer (see `WaitingRoom`).
-        var waiting = WaitingRoom<ObjectIdentifier>.Limits()
+        package var waiting = WaitingRoom<ObjectIdentifier>.Limits()
         /// A publisher that asked to stop gets this long to close first (then it is closed).
-        var leaving = 3.0
+        package var leaving = 3.0
         /// Any number of publishers at once (`avgraph serve`), each its own stream.
-        var concurrent = false
+        package var concurrent = false
+
+        package init(handshakeTimeout: Double = 5.0, silence: Double = 5.0, waiting: WaitingRoom<ObjectIdentifier>.Limits = .init(),
+                     leaving: Double = 3.0, concurrent: Bool = false) {
+            self.handshakeTimeout = handshakeTimeout
+            self.silence = silence
+            self.waiting = waiting
+            self.leaving = leaving
+            self.concurrent = concurrent
+        }
     }
 
     /// PEM files of an `rtmps://` listener.
-    struct TLSFiles {
-        var certificate: String
-        var key: String
+    package struct TLSFiles {
+        package var certificate: String
+        package var key: String
+
+        package init(certificate: String, key: String) {
+            self.certificate = certificate
+            self.key = key
+        }
     }
 
-    let policy: RtmpPolicy
-    let limits: Limits
+    package let policy: RtmpPolicy
+    package let limits: Limits
     private let loop: EventLoop
     private let lobby: NIOLoopBoundBox<Lobby>
     private let tls: NIOSSLContext?
@@ -46,7 +60,7 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
     /// a test) can listen on it again straight away.
     private var server: Channel?
 
-    init(host: String, port: Int, policy: RtmpPolicy, limits: Limits, tls files: TLSFiles? = nil) throws {
+    package init(host: String, port: Int, policy: RtmpPolicy, limits: Limits, tls files: TLSFiles? = nil) throws {
         self.policy = policy
         self.limits = limits
         if let files {
@@ -83,13 +97,13 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
         if !isStopped { server?.close(promise: nil) }
     }
 
-    override func start() {
+    package override func start() {
         server?.setOption(ChannelOptions.autoRead, value: true).whenFailure { [weak self] error in
             self?.note("the RTMP listener cannot accept connections: \(error)")
         }
     }
 
-    override func stop() {
+    package override func stop() {
         guard markStopped() else { return }
         let closed = server?.close() ?? loop.makeSucceededVoidFuture()
         let dropped = loop.flatSubmit { [lobby, loop] in
@@ -115,7 +129,7 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
     }
 
     /// `HOST:PORT` (`[HOST]:PORT` for IPv6), numeric.
-    static func describe(_ address: NIOCore.SocketAddress?) -> String {
+    package static func describe(_ address: NIOCore.SocketAddress?) -> String {
         guard let address, let ip = address.ipAddress, let port = address.port else { return "unknown" }
         return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
     }
@@ -123,19 +137,19 @@ final class RtmpListener: PublisherHandoff, @unchecked Sendable {
 
 /// The connections of one listener, on its loop.
 private final class Lobby {
-    var peers: [RtmpPeer] = []
+    package var peers: [RtmpPeer] = []
     /// Those that have not published yet.
-    var room: WaitingRoom<ObjectIdentifier>
-    var notes = NoteThrottle()
+    package var room: WaitingRoom<ObjectIdentifier>
+    package var notes = NoteThrottle()
     /// The listener is stopping: connections closing now are not the peers' doing.
-    var closing = false
+    package var closing = false
 
-    init(limits: WaitingRoom<ObjectIdentifier>.Limits) { room = WaitingRoom(limits: limits) }
+    package init(limits: WaitingRoom<ObjectIdentifier>.Limits) { room = WaitingRoom(limits: limits) }
 
-    func isPublishing(besides peer: RtmpPeer) -> Bool { peers.contains { $0 !== peer && $0.isPublishing } }
+    package func isPublishing(besides peer: RtmpPeer) -> Bool { peers.contains { $0 !== peer && $0.isPublishing } }
 
     /// Takes a new connection in; the waiting ones it displaces are closed.
-    func enter(_ peer: RtmpPeer, listener: RtmpListener) {
+    package func enter(_ peer: RtmpPeer, listener: RtmpListener) {
         peers.append(peer)
         let displaced = room.enter(ObjectIdentifier(peer), address: peer.address)
         for id in displaced {
@@ -147,7 +161,7 @@ private final class Lobby {
         }
     }
 
-    func leave(_ peer: RtmpPeer) {
+    package func leave(_ peer: RtmpPeer) {
         room.leave(ObjectIdentifier(peer))
         peers.removeAll { $0 === peer }
     }
@@ -157,13 +171,13 @@ private final class Lobby {
 /// socket empty (NIO stops reading a socket at a read that does not fill its buffer), and the
 /// first byte the peer sent.
 private final class SocketReads: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
+    package typealias InboundIn = ByteBuffer
+    package typealias InboundOut = ByteBuffer
 
-    private(set) var drained = true
-    private(set) var first: UInt8?
+    package private(set) var drained = true
+    package private(set) var first: UInt8?
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = unwrapInboundIn(data)
         drained = bytes.writableBytes > 0
         if first == nil { first = bytes.getInteger(at: bytes.readerIndex) }
@@ -175,13 +189,13 @@ private final class SocketReads: ChannelInboundHandler {
 /// each read is handed over whole (the connection keeps what a message still lacks), and the
 /// connection, fed, goes on to `RtmpPeer`.
 private struct RtmpDecoder: ByteToMessageDecoder {
-    typealias InboundOut = RtmpConnection
+    package typealias InboundOut = RtmpConnection
 
-    let connection: RtmpConnection
+    package let connection: RtmpConnection
     /// Whether another connection publishes now (asked before each read: a publish is refused then).
-    let othersPublishing: () -> Bool
+    package let othersPublishing: () -> Bool
 
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) -> DecodingState {
+    package mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) -> DecodingState {
         guard buffer.readableBytes > 0 else { return .needMoreData }
         connection.othersPublishing = othersPublishing()
         buffer.withUnsafeReadableBytes { connection.receive($0) }
@@ -190,7 +204,7 @@ private struct RtmpDecoder: ByteToMessageDecoder {
         return .needMoreData
     }
 
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) -> DecodingState {
+    package mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) -> DecodingState {
         decode(context: context, buffer: &buffer)
     }
 }
@@ -199,19 +213,19 @@ private struct RtmpDecoder: ByteToMessageDecoder {
 /// publisher's FLV to its `PublisherStream`, reads only while that stream has room, and keeps
 /// its deadlines (the handshake, the publisher's silence, the close after a stop).
 private final class RtmpPeer: ChannelInboundHandler {
-    typealias InboundIn = RtmpConnection
-    typealias OutboundOut = ByteBuffer
+    package typealias InboundIn = RtmpConnection
+    package typealias OutboundOut = ByteBuffer
 
     /// From the reader's side of the stream: it took from a full stream, or gave it up.
-    struct Room: Sendable {}
+    package struct Room: Sendable {}
 
-    let address: String
+    package let address: String
     private let listener: RtmpListener
     private let lobby: Lobby
     private let connection: RtmpConnection
     private let reads: SocketReads
     private var context: ChannelHandlerContext?
-    private(set) var stream: PublisherStream?
+    package private(set) var stream: PublisherStream?
     private var announced = false
     private var sentSomething = false
     private var lastData = NIODeadline.now()
@@ -224,7 +238,7 @@ private final class RtmpPeer: ChannelInboundHandler {
     private var timer: Scheduled<Void>?
     private var closed: EventLoopFuture<Void>?
 
-    init(listener: RtmpListener, lobby: Lobby, connection: RtmpConnection, reads: SocketReads, address: String) {
+    package init(listener: RtmpListener, lobby: Lobby, connection: RtmpConnection, reads: SocketReads, address: String) {
         self.listener = listener
         self.lobby = lobby
         self.connection = connection
@@ -233,19 +247,19 @@ private final class RtmpPeer: ChannelInboundHandler {
     }
 
     /// Admitted, and not on its way out.
-    var isPublishing: Bool { stream != nil && !leaving }
+    package var isPublishing: Bool { stream != nil && !leaving }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         closed = context.channel.closeFuture
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
         self.context = nil
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         lobby.enter(self, listener: listener)
         timer = after(listener.limits.handshakeTimeout) { [self] in
             if let more = lobby.notes.pass("timeout") {
@@ -258,7 +272,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         context.fireChannelActive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !dropped else { return }
         let c = unwrapInboundIn(data)
         if !sentSomething { lobby.room.spoke(ObjectIdentifier(self)) }
@@ -282,7 +296,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         }
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         guard !dropped else { return }
         if !leaving && stream?.isFull == true {
             // Not read until the reader takes: TCP holds the rest at the publisher.
@@ -297,7 +311,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         context.read()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is Room {
             guard !dropped, let s = stream else { return }
             if s.isAbandoned && !leaving {
@@ -313,7 +327,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: Error) {
         if case .handshakeFailed? = error as? NIOSSLError, !dropped, let first = reads.first {
             // Whatever a client that does not speak TLS sent was taken for a TLS record.
             listener.note("\(address): refused: " + (first == 3 ? "not TLS (an rtmp:// client at an rtmps:// port)" : "the TLS handshake failed (\(error))"))
@@ -322,7 +336,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         if !dropped && !lobby.closing && stream == nil && sentSomething {
             listener.note("\(address): refused: not RTMP (left during the handshake)")
         }
@@ -335,7 +349,7 @@ private final class RtmpPeer: ChannelInboundHandler {
     /// Closes the connection (after what is still to send); the reader gets what the stream
     /// holds, then its end. The future: closed.
     @discardableResult
-    func drop() -> EventLoopFuture<Void>? {
+    package func drop() -> EventLoopFuture<Void>? {
         if !dropped, let context {
             dropped = true
             send()

@@ -3,11 +3,11 @@ import Foundation
 /// The picture sizes a video stream's own headers declare, read before any decoder sees it: the
 /// SPS of H.264 and HEVC, AV1's sequence header OBU, a VP9 keyframe's header. From a
 /// configuration record (what a sequence start carries) or from coded frames (headers in band).
-enum VideoSequenceSize {
-    typealias Size = (width: Int, height: Int)
+package enum VideoSequenceSize {
+    package typealias Size = (width: Int, height: Int)
 
     /// Bytes of each NAL unit's length in coded frames, as an avcC or hvcC record says.
-    static func nalLengthSize(_ codec: FlvVideoCodec, config c: ArraySlice<UInt8>) -> Int? {
+    package static func nalLengthSize(_ codec: FlvVideoCodec, config c: ArraySlice<UInt8>) -> Int? {
         let i = c.startIndex
         switch codec {
         case .h264 where c.count >= 5: return Int(c[i + 4] & 3) + 1
@@ -17,7 +17,7 @@ enum VideoSequenceSize {
     }
 
     /// Sizes in a configuration record: avcC's and hvcC's SPS, av1C's sequence header OBU.
-    static func of(_ codec: FlvVideoCodec, config c: ArraySlice<UInt8>) -> [Size] {
+    package static func of(_ codec: FlvVideoCodec, config c: ArraySlice<UInt8>) -> [Size] {
         var units: [ArraySlice<UInt8>] = []
         var i = c.startIndex
         func list(count: Int) {
@@ -55,7 +55,7 @@ enum VideoSequenceSize {
     }
 
     /// Sizes declared in band in one message's coded frames.
-    static func of(_ codec: FlvVideoCodec, frames p: ArraySlice<UInt8>, nalLengthSize: Int) -> [Size] {
+    package static func of(_ codec: FlvVideoCodec, frames p: ArraySlice<UInt8>, nalLengthSize: Int) -> [Size] {
         switch codec {
         case .h264, .hevc:
             return LengthPrefixedUnits(p, lengthSize: nalLengthSize).compactMap { unit in
@@ -67,7 +67,7 @@ enum VideoSequenceSize {
     }
 
     /// Width and height (after the conformance window) of an HEVC SPS NAL unit (2-byte header included).
-    static func hevc(sps nal: ArraySlice<UInt8>) -> Size? {
+    package static func hevc(sps nal: ArraySlice<UInt8>) -> Size? {
         guard nal.count > 3, nal[nal.startIndex] >> 1 & 0x3F == 33 else { return nil }
         var bits = H264PictureSize.BitReader(unescaping: nal.dropFirst(2).prefix(512))
         _ = bits.read(4)  // vps id
@@ -102,7 +102,7 @@ enum VideoSequenceSize {
     }
 
     /// The largest picture the sequence header OBUs among `obus` (AV1's low-overhead format) allow.
-    static func av1(obus p: ArraySlice<UInt8>) -> [Size] {
+    package static func av1(obus p: ArraySlice<UInt8>) -> [Size] {
         var sizes: [Size] = []
         var i = p.startIndex
         while i < p.endIndex {
@@ -171,7 +171,7 @@ enum VideoSequenceSize {
     }
 
     /// The size a VP9 keyframe's uncompressed header declares (nil for other frames).
-    static func vp9(frame p: ArraySlice<UInt8>) -> Size? {
+    package static func vp9(frame p: ArraySlice<UInt8>) -> Size? {
         var bits = H264PictureSize.BitReader(plain: p.prefix(32))
         guard bits.read(2) == 2, let low = bits.read(1), let high = bits.read(1) else { return nil }
         let profile = high << 1 | low

@@ -8,11 +8,11 @@ import Foundation
 /// from the sequence headers: avcC, hvcC, av1C, vpcC, AAC's AudioSpecificConfig; pts = dts +
 /// composition time) and hands a new sequence header on as new extradata on the next picture
 /// (a phone turned mid-stream: a new size).
-final class FlvTagReader: PacketSource {
+package final class FlvTagReader: PacketSource {
     private struct Tag {
-        var type: UInt8
-        var time: Int64
-        var body: ArraySlice<UInt8>
+        package var type: UInt8
+        package var time: Int64
+        package var body: ArraySlice<UInt8>
     }
 
     private enum Item {
@@ -22,12 +22,12 @@ final class FlvTagReader: PacketSource {
 
     /// One stream's codec and the configuration the decoder holds.
     private final class Track {
-        let index: Int
-        let parameters: CodecParameters
-        var extradata: [UInt8]
+        package let index: Int
+        package let parameters: CodecParameters
+        package var extradata: [UInt8]
         /// A configuration record that differs from the decoder's: goes with the next packet.
-        var newExtradata: [UInt8]?
-        init(index: Int, parameters: CodecParameters, extradata: [UInt8]) {
+        package var newExtradata: [UInt8]?
+        package init(index: Int, parameters: CodecParameters, extradata: [UInt8]) {
             self.index = index
             self.parameters = parameters
             self.extradata = extradata
@@ -36,9 +36,9 @@ final class FlvTagReader: PacketSource {
 
     /// How long (of the stream's own time) the first tags are read to learn its streams: as
     /// long as libavformat analysed a live FLV stream before.
-    static let probeMilliseconds: Int64 = 1000
+    package static let probeMilliseconds: Int64 = 1000
     /// Bytes of tags held while probing, at most.
-    static let probeBytes = 8 << 20
+    package static let probeBytes = 8 << 20
 
     private let name: String
     private let warn: (String) -> Void
@@ -63,7 +63,7 @@ final class FlvTagReader: PacketSource {
     /// Reads the FLV header and the first tags (up to `probeMilliseconds` of media, less when
     /// the publisher's metadata names its streams and both have come). `read` blocks for bytes
     /// and returns 0 at the end; `warn` says what is ignored.
-    init(name: String, warn: @escaping (String) -> Void, onData: ((String, [Amf0Value], UInt32) -> Void)? = nil,
+    package init(name: String, warn: @escaping (String) -> Void, onData: ((String, [Amf0Value], UInt32) -> Void)? = nil,
          read: @escaping (UnsafeMutableRawBufferPointer) -> Int) throws {
         self.name = name
         self.warn = warn
@@ -145,19 +145,19 @@ final class FlvTagReader: PacketSource {
 
     // MARK: PacketSource
 
-    func bestStream(_ type: AVMediaType) -> Int? {
+    package func bestStream(_ type: AVMediaType) -> Int? {
         (type == AVMEDIA_TYPE_VIDEO ? video : type == AVMEDIA_TYPE_AUDIO ? audio : nil)?.index
     }
 
-    func parameters(_ stream: Int) -> UnsafePointer<AVCodecParameters> {
+    package func parameters(_ stream: Int) -> UnsafePointer<AVCodecParameters> {
         UnsafePointer((video?.index == stream ? video! : audio!).parameters.pointer)
     }
 
-    func timeBase(_ stream: Int) -> Rational { Rational(1, 1000) }
+    package func timeBase(_ stream: Int) -> Rational { Rational(1, 1000) }
 
-    func orientation(_ stream: Int) -> Orientation { .up }
+    package func orientation(_ stream: Int) -> Orientation { .up }
 
-    func read(into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool {
+    package func read(into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool {
         while true {
             while pendingHead < pending.count {
                 let item = pending[pendingHead]

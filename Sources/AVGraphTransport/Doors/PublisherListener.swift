@@ -7,70 +7,70 @@ import Synchronization
 /// Subclasses accept the connections, in `start()`, until `stop()`.
 // @unchecked: a base class (RTMP, SRT and the relay derive from it) cannot be checked Sendable; its own
 // state is in `queue`, and each subclass says what its own `var`s are.
-class PublisherHandoff: @unchecked Sendable {
+package class PublisherHandoff: @unchecked Sendable {
     private struct Queue {
-        var ready: [PublisherStream] = []
-        var notes: [String] = []
-        var stopped = false
+        package var ready: [PublisherStream] = []
+        package var notes: [String] = []
+        package var stopped = false
     }
     /// The reader sleeps on it in `next()`.
     private let queue = ConditionLock(Queue())
 
     /// Starts taking connections.
-    func start() {}
+    package func start() {}
 
     /// Ends taking connections and every connection; `next()` returns nil from then on.
-    func stop() { _ = markStopped() }
+    package func stop() { _ = markStopped() }
 
     /// Marks the handoff stopped and wakes `next()`; true the first time.
-    final func markStopped() -> Bool {
+    package final func markStopped() -> Bool {
         queue.withLockWakingAll { q in
             defer { q.stopped = true }
             return !q.stopped
         }
     }
 
-    var isStopped: Bool { queue.withLock { $0.stopped } }
+    package var isStopped: Bool { queue.withLock { $0.stopped } }
 
     /// The next admitted publisher, waiting for one; nil once stopped.
-    func next() -> PublisherStream? {
+    package func next() -> PublisherStream? {
         queue.wait { q -> PublisherStream?? in
             if q.stopped { return .some(nil) }
             return q.ready.isEmpty ? nil : .some(q.ready.removeFirst())
         }!
     }
 
-    func announce(_ stream: PublisherStream) {
+    package func announce(_ stream: PublisherStream) {
         queue.withLockWakingAll { $0.ready.append(stream) }
     }
 
     /// Warnings since the last call (refused connections), each naming the peer.
-    func takeNotes() -> [String] {
+    package func takeNotes() -> [String] {
         queue.withLock { q in
             defer { q.notes.removeAll() }
             return q.notes
         }
     }
 
-    func note(_ message: String) {
+    package func note(_ message: String) {
         // Bounded: a flood of refused connections must not grow memory between two reports.
         queue.withLock { if $0.notes.count < 100 { $0.notes.append(message) } }
     }
 
-    static func seconds(_ s: Double) -> String { s == s.rounded() ? "\(Int(s)) s" : "\(s) s" }
+    package static func seconds(_ s: Double) -> String { s == s.rounded() ? "\(Int(s)) s" : "\(s) s" }
 }
 
 /// A `PublisherHandoff` whose connections are taken on a thread of its own (the SRT listener,
 /// on libsrt's epoll), woken through a pipe by `stop()` and `poke()`. Subclasses implement `run()`.
 // @unchecked: derived from (SRT, the relay): see PublisherHandoff.
-class PublisherListener: PublisherHandoff, @unchecked Sendable {
+package class PublisherListener: PublisherHandoff, @unchecked Sendable {
     /// Whether the listener's thread started, and whether it is done.
     private let thread = ConditionLock((started: false, done: false))
     /// Written to by `stop()` and `poke()`: the listener's wait includes the read end.
-    let wake: [Int32]
-    let threadName: String
+    package let wake: [Int32]
+    package let threadName: String
 
-    init(threadName: String) throws {
+    package init(threadName: String) throws {
         self.threadName = threadName
         var wake: [Int32] = [-1, -1]
         guard pipe(&wake) == 0 else { throw MediaError("\(threadName): pipe: \(String(cString: strerror(errno)))") }
@@ -86,9 +86,9 @@ class PublisherListener: PublisherHandoff, @unchecked Sendable {
     }
 
     /// The accept loop, on the listener's thread, until `isStopped`.
-    func run() {}
+    package func run() {}
 
-    override func start() {
+    package override func start() {
         thread.withLock { $0.started = true }
         let t = Thread { [self] in
             run()
@@ -99,19 +99,19 @@ class PublisherListener: PublisherHandoff, @unchecked Sendable {
     }
 
     /// Ends the accept loop and every connection; `next()` returns nil from then on.
-    override func stop() {
+    package override func stop() {
         guard markStopped() else { return }
         poke()
         _ = thread.wait { $0.started && !$0.done ? nil : true }
     }
 
     /// Wakes the listener's wait (a stream has room again, was abandoned, or stop).
-    func poke() {
+    package func poke() {
         var b: UInt8 = 1
         _ = write(wake[1], &b, 1)
     }
 
-    func drainWake() {
+    package func drainWake() {
         var buffer = [UInt8](repeating: 0, count: 64)
         while read(wake[0], &buffer, buffer.count) > 0 {}
     }

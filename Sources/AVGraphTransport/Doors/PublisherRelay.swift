@@ -29,18 +29,18 @@ public enum PublisherRelayFrame {
 /// reads only while the current stream has room, so a slow run holds its pipe, `serve`'s relay
 /// and, through them, the publisher's TCP (SRT drops, as it does live).
 // @unchecked: a subclass (see PublisherHandoff); `current` and `buffer` are the relay thread's alone.
-final class PublisherRelay: PublisherListener, @unchecked Sendable {
+package final class PublisherRelay: PublisherListener, @unchecked Sendable {
     private let fd: Int32
     private var current: PublisherStream?
     private var buffer: [UInt8] = []
 
-    init(fd: Int32) throws {
+    package init(fd: Int32) throws {
         self.fd = fd
         try super.init(threadName: "publisher-relay")
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
     }
 
-    override func run() {
+    package override func run() {
         defer { current?.end() }
         while !isStopped {
             guard let header = take(5) else { return }

@@ -5,29 +5,29 @@ import Foundation
 /// read callback. Bounded: when it holds `capacity`, the listener stops reading that socket and
 /// TCP holds the rest at the publisher. Ends (EOF) when the publisher goes; the reader may
 /// abandon it (a stream it refuses), which makes the listener close the connection.
-final class PublisherStream: Sendable {
-    let peer: String
+package final class PublisherStream: Sendable {
+    package let peer: String
     /// What the publisher asked to publish: RTMP's stream name and application, SRT's stream id
     /// (its `r=`) and no application.
-    let key: String
-    let app: String
+    package let key: String
+    package let app: String
     /// How its bytes are to be read (`flv`, `mpegts`); nil: as the source reads its own listener's.
-    let format: String?
-    let capacity: Int
+    package let format: String?
+    package let capacity: Int
     private struct Queued {
-        var chunks: [[UInt8]] = []
-        var head = 0
-        var offset = 0
-        var bytes = 0
-        var ended = false
-        var abandoned = false
+        package var chunks: [[UInt8]] = []
+        package var head = 0
+        package var offset = 0
+        package var bytes = 0
+        package var ended = false
+        package var abandoned = false
     }
     /// The reader sleeps on it for bytes or the end.
     private let queued = ConditionLock(Queued())
     /// Wakes the listener (room again, or abandoned).
     private let wake: @Sendable () -> Void
 
-    init(peer: String, key: String = "", app: String = "", format: String? = nil, capacity: Int = 8 << 20, wake: @escaping @Sendable () -> Void) {
+    package init(peer: String, key: String = "", app: String = "", format: String? = nil, capacity: Int = 8 << 20, wake: @escaping @Sendable () -> Void) {
         self.peer = peer
         self.key = key
         self.app = app
@@ -36,10 +36,10 @@ final class PublisherStream: Sendable {
         self.wake = wake
     }
 
-    var isFull: Bool { let capacity = capacity; return queued.withLock { $0.bytes >= capacity } }
-    var isAbandoned: Bool { queued.withLock { $0.abandoned } }
+    package var isFull: Bool { let capacity = capacity; return queued.withLock { $0.bytes >= capacity } }
+    package var isAbandoned: Bool { queued.withLock { $0.abandoned } }
 
-    func append(_ data: [UInt8]) {
+    package func append(_ data: [UInt8]) {
         guard !data.isEmpty else { return }
         queued.withLockWakingAll { q in
             if !q.abandoned {
@@ -50,12 +50,12 @@ final class PublisherStream: Sendable {
     }
 
     /// The publisher is gone: the reader gets what is queued, then the end.
-    func end() {
+    package func end() {
         queued.withLockWakingAll { $0.ended = true }
     }
 
     /// The reader wants no more of it.
-    func abandon() {
+    package func abandon() {
         queued.withLockWakingAll { q in
             q.abandoned = true
             q.ended = true
@@ -66,7 +66,7 @@ final class PublisherStream: Sendable {
     }
 
     /// Up to `into.count` bytes, waiting for some; 0 at the end.
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let capacity = capacity
         let (n, resumed) = queued.wait { q -> (Int, Bool)? in
             if q.head == q.chunks.count && !q.ended { return nil }

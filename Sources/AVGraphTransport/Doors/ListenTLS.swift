@@ -14,11 +14,11 @@ public enum ListenTLS {
     }
 
     /// What a listening source's `check` says: the text, and the option (`cert` or `key`) it is about.
-    struct Problem: Error, CustomStringConvertible {
-        var description: String
-        var option: String
+    package struct Problem: Error, CustomStringConvertible {
+        package var description: String
+        package var option: String
 
-        init(_ failure: Failure) {
+        package init(_ failure: Failure) {
             switch failure {
             case .unreadable(let path, let certificate, _):
                 (description, option) = ("cannot read the \(certificate ? "certificate" : "key") file \(path)", certificate ? "cert" : "key")
@@ -53,7 +53,7 @@ public enum ListenTLS {
     }
 
     /// The context, or the problem as a listening source's `check` says it.
-    static func checkedContext(certificate: String, key: String) throws(Problem) -> NIOSSLContext {
+    package static func checkedContext(certificate: String, key: String) throws(Problem) -> NIOSSLContext {
         do { return try context(certificate: certificate, key: key) } catch { throw Problem(error) }
     }
 

@@ -2,24 +2,24 @@ import CFFmpeg
 import Foundation
 
 /// What one audio message says for the track avgraph takes.
-struct FlvAudioPacket {
-    var codec: AVCodecID
-    var kind: FlvPacketKind
+package struct FlvAudioPacket {
+    package var codec: AVCodecID
+    package var kind: FlvPacketKind
     /// Sample rate and channels as the legacy header's flags say (0: the codec's own headers tell).
-    var sampleRate: Int, channels: Int
-    var body: ArraySlice<UInt8>
+    package var sampleRate: Int, channels: Int
+    package var body: ArraySlice<UInt8>
 }
 
-enum FlvAudio {
+package enum FlvAudio {
     /// Enhanced RTMP's audio FourCCs avgraph decodes.
-    static let enhancedFourCCs = ["mp4a", ".mp3", "Opus", "fLaC", "ac-3", "ec-3"]
-    static let enhancedCodecs: [String: AVCodecID] = [
+    package static let enhancedFourCCs = ["mp4a", ".mp3", "Opus", "fLaC", "ac-3", "ec-3"]
+    package static let enhancedCodecs: [String: AVCodecID] = [
         "mp4a": AV_CODEC_ID_AAC, ".mp3": AV_CODEC_ID_MP3, "Opus": AV_CODEC_ID_OPUS, "fLaC": AV_CODEC_ID_FLAC,
         "ac-3": AV_CODEC_ID_AC3, "ec-3": AV_CODEC_ID_EAC3,
     ]
 
     /// Sample rate and channels an AAC AudioSpecificConfig declares.
-    static func aacConfig(_ c: ArraySlice<UInt8>) -> (rate: Int, channels: Int)? {
+    package static func aacConfig(_ c: ArraySlice<UInt8>) -> (rate: Int, channels: Int)? {
         var bits = H264PictureSize.BitReader(plain: c.prefix(8))
         guard var object = bits.read(5) else { return nil }
         if object == 31 { object = 32 + (bits.read(6) ?? 0) }
@@ -33,10 +33,10 @@ enum FlvAudio {
 
 /// Reads audio messages: legacy FLV (AAC, MP3, PCM, G.711, Nellymoser, Speex, ADPCM) and
 /// Enhanced RTMP's ExAudioTagHeader (FourCC codecs, ModEx, multitrack: the first track kept).
-struct FlvAudioReader {
-    private(set) var tracks = FlvExTracks(multitrackType: 5)
+package struct FlvAudioReader {
+    package private(set) var tracks = FlvExTracks(multitrackType: 5)
 
-    mutating func read(_ p: ArraySlice<UInt8>) throws(FlvTagError) -> [FlvAudioPacket] {
+    package mutating func read(_ p: ArraySlice<UInt8>) throws(FlvTagError) -> [FlvAudioPacket] {
         guard let first = p.first else { return [] }
         let format = first >> 4
         guard format == 9 else {

@@ -2,7 +2,7 @@ import Foundation
 
 /// AMF0, the encoding of RTMP's commands (`connect`, `publish`...) and data messages
 /// (`@setDataFrame`/`onMetaData`): just what a publisher sends and the server answers.
-enum Amf0Value: Equatable, Sendable {
+package enum Amf0Value: Equatable, Sendable {
     case number(Double)
     case bool(Bool)
     case string(String)
@@ -12,30 +12,30 @@ enum Amf0Value: Equatable, Sendable {
     case null
     case undefined
 
-    var string: String? { if case .string(let s) = self { s } else { nil } }
-    var number: Double? { if case .number(let n) = self { n } else { nil } }
-    subscript(_ name: String) -> Amf0Value? {
+    package var string: String? { if case .string(let s) = self { s } else { nil } }
+    package var number: Double? { if case .number(let n) = self { n } else { nil } }
+    package subscript(_ name: String) -> Amf0Value? {
         guard case .object(let pairs) = self else { return nil }
         return pairs.first { $0.name == name }?.value
     }
 }
 
-struct Amf0Pair: Equatable, Sendable {
-    var name: String
-    var value: Amf0Value
+package struct Amf0Pair: Equatable, Sendable {
+    package var name: String
+    package var value: Amf0Value
 }
 
-struct Amf0Error: Error, CustomStringConvertible {
-    var description: String
+package struct Amf0Error: Error, CustomStringConvertible {
+    package var description: String
 }
 
-enum Amf0 {
+package enum Amf0 {
     /// Nesting deeper than this is refused: no publisher needs it, and a hostile one must not
     /// run the decoder's recursion out of stack.
-    static let maxDepth = 16
+    package static let maxDepth = 16
 
     /// Every value in `bytes`, in order (a command: name, transaction id, object, arguments).
-    static func decodeAll(_ bytes: ArraySlice<UInt8>) throws(Amf0Error) -> [Amf0Value] {
+    package static func decodeAll(_ bytes: ArraySlice<UInt8>) throws(Amf0Error) -> [Amf0Value] {
         var reader = Reader(bytes: bytes)
         var values: [Amf0Value] = []
         while !reader.atEnd { values.append(try reader.value(depth: 0)) }
@@ -43,34 +43,34 @@ enum Amf0 {
     }
 
     /// The first value, when it is a string (a data message's name), else nil.
-    static func leadingString(_ bytes: ArraySlice<UInt8>) -> String? {
+    package static func leadingString(_ bytes: ArraySlice<UInt8>) -> String? {
         var reader = Reader(bytes: bytes)
         return (try? reader.value(depth: maxDepth))?.string
     }
 
-    struct Reader {
-        let bytes: ArraySlice<UInt8>
-        var index: Int
-        init(bytes: ArraySlice<UInt8>) { self.bytes = bytes; index = bytes.startIndex }
-        var atEnd: Bool { index >= bytes.endIndex }
+    package struct Reader {
+        package let bytes: ArraySlice<UInt8>
+        package var index: Int
+        package init(bytes: ArraySlice<UInt8>) { self.bytes = bytes; index = bytes.startIndex }
+        package var atEnd: Bool { index >= bytes.endIndex }
         /// Bytes consumed so far.
-        var offset: Int { index - bytes.startIndex }
+        package var offset: Int { index - bytes.startIndex }
 
-        mutating func take(_ n: Int) throws(Amf0Error) -> ArraySlice<UInt8> {
+        package mutating func take(_ n: Int) throws(Amf0Error) -> ArraySlice<UInt8> {
             guard n >= 0, bytes.endIndex - index >= n else { throw Amf0Error(description: "AMF0 value cut short") }
             defer { index += n }
             return bytes[index..<index + n]
         }
 
-        mutating func uint(_ n: Int) throws(Amf0Error) -> UInt32 {
+        package mutating func uint(_ n: Int) throws(Amf0Error) -> UInt32 {
             try take(n).reduce(0) { $0 << 8 | UInt32($1) }
         }
 
-        mutating func utf8(_ n: Int) throws(Amf0Error) -> String {
+        package mutating func utf8(_ n: Int) throws(Amf0Error) -> String {
             String(decoding: try take(n), as: UTF8.self)
         }
 
-        mutating func value(depth: Int) throws(Amf0Error) -> Amf0Value {
+        package mutating func value(depth: Int) throws(Amf0Error) -> Amf0Value {
             guard depth <= Amf0.maxDepth else { throw Amf0Error(description: "AMF0 nested too deep") }
             let marker = try take(1).first!
             switch marker {
@@ -98,7 +98,7 @@ enum Amf0 {
             }
         }
 
-        mutating func pairs(depth: Int) throws(Amf0Error) -> [Amf0Pair] {
+        package mutating func pairs(depth: Int) throws(Amf0Error) -> [Amf0Pair] {
             var out: [Amf0Pair] = []
             while true {
                 let name = try utf8(Int(try uint(2)))
@@ -111,7 +111,7 @@ enum Amf0 {
         }
     }
 
-    static func encode(_ values: [Amf0Value]) -> [UInt8] {
+    package static func encode(_ values: [Amf0Value]) -> [UInt8] {
         var out: [UInt8] = []
         for v in values { append(v, to: &out) }
         return out

@@ -1,44 +1,44 @@
 import Foundation
 
 /// One RTMP message, reassembled from its chunks.
-struct RtmpMessage: Sendable {
-    var type: UInt8
-    var streamID: UInt32
+package struct RtmpMessage: Sendable {
+    package var type: UInt8
+    package var streamID: UInt32
     /// Milliseconds, absolute (deltas already added up), as RTMP's 32 bits.
-    var timestamp: UInt32
-    var payload: [UInt8]
+    package var timestamp: UInt32
+    package var payload: [UInt8]
 }
 
-struct RtmpProtocolError: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
+package struct RtmpProtocolError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ d: String) { description = d }
 }
 
 /// The chunk stream a peer sends after the handshake, parsed incrementally: bytes in as they
 /// arrive, whole messages out. Every size it holds is bounded (message length, open chunk
 /// streams, bytes buffered), so a peer can make it hold little more than `maxMessageSize`.
-final class RtmpChunkReader {
-    enum MessageType {
-        static let setChunkSize: UInt8 = 1, abort: UInt8 = 2, acknowledgement: UInt8 = 3, userControl: UInt8 = 4
-        static let windowAckSize: UInt8 = 5, setPeerBandwidth: UInt8 = 6, audio: UInt8 = 8, video: UInt8 = 9
-        static let amf3Data: UInt8 = 15, amf3Command: UInt8 = 17, amf0Data: UInt8 = 18, amf0Command: UInt8 = 20
+package final class RtmpChunkReader {
+    package enum MessageType {
+        package static let setChunkSize: UInt8 = 1, abort: UInt8 = 2, acknowledgement: UInt8 = 3, userControl: UInt8 = 4
+        package static let windowAckSize: UInt8 = 5, setPeerBandwidth: UInt8 = 6, audio: UInt8 = 8, video: UInt8 = 9
+        package static let amf3Data: UInt8 = 15, amf3Command: UInt8 = 17, amf0Data: UInt8 = 18, amf0Command: UInt8 = 20
     }
 
     private struct ChunkStream {
-        var timestamp: UInt32 = 0
-        var delta: UInt32 = 0
-        var length = 0
-        var type: UInt8 = 0
-        var streamID: UInt32 = 0
-        var extended = false
-        var partial: [UInt8]?
+        package var timestamp: UInt32 = 0
+        package var delta: UInt32 = 0
+        package var length = 0
+        package var type: UInt8 = 0
+        package var streamID: UInt32 = 0
+        package var extended = false
+        package var partial: [UInt8]?
     }
 
     /// The peer's chunk size (Set Chunk Size changes it; 128 until then).
-    private(set) var chunkSize = 128
+    package private(set) var chunkSize = 128
     /// The longest message accepted: small until a publisher is admitted (commands only).
-    var maxMessageSize: Int
-    static let maxChunkStreams = 32
+    package var maxMessageSize: Int
+    package static let maxChunkStreams = 32
     private var streams: [UInt32: ChunkStream] = [:]
     /// Bytes of messages begun and not complete, over every chunk stream: at most twice the
     /// longest message, however many chunk streams a peer opens.
@@ -46,12 +46,12 @@ final class RtmpChunkReader {
     private var buffer: [UInt8] = []
     private var position = 0
     /// Bytes read so far (for Acknowledgement).
-    private(set) var received: UInt64 = 0
+    package private(set) var received: UInt64 = 0
 
-    init(maxMessageSize: Int) { self.maxMessageSize = maxMessageSize }
+    package init(maxMessageSize: Int) { self.maxMessageSize = maxMessageSize }
 
     /// Parses what `bytes` completes; throws on anything that is not RTMP's chunk stream.
-    func feed(_ bytes: UnsafeRawBufferPointer) throws(RtmpProtocolError) -> [RtmpMessage] {
+    package func feed(_ bytes: UnsafeRawBufferPointer) throws(RtmpProtocolError) -> [RtmpMessage] {
         received += UInt64(bytes.count)
         buffer.append(contentsOf: bytes)
         var messages: [RtmpMessage] = []
@@ -169,8 +169,8 @@ final class RtmpChunkReader {
 }
 
 /// Messages the server sends, cut into chunks of `chunkSize`.
-enum RtmpChunkWriter {
-    static func chunks(_ m: RtmpMessage, csid: UInt8, chunkSize: Int = 128) -> [UInt8] {
+package enum RtmpChunkWriter {
+    package static func chunks(_ m: RtmpMessage, csid: UInt8, chunkSize: Int = 128) -> [UInt8] {
         var out: [UInt8] = [csid & 0x3F]  // format 0
         let t = min(m.timestamp, 0xFFFFFF)
         let n = m.payload.count
@@ -187,5 +187,5 @@ enum RtmpChunkWriter {
         return out
     }
 
-    static func uint32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+    package static func uint32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
 }
