@@ -7,8 +7,8 @@ import FoundationNetworking
 /// The requests `avgraph serve` makes (its `--auth` question, its hooks, the index's previews):
 /// Foundation's URLSession, which on Linux is libcurl (http and https, proxies, redirects not
 /// followed for a POST) at no build cost, where a NIO client would be code of our own. The hooks
-/// take the answer as a callback (no thread waits on a receiver); `--auth` and the previews
-/// wait for it on the thread that asks (an admission worker, the index's handler).
+/// /// and the index's previews take the answer as a callback (no thread waits on a receiver); `--auth`
+/// waits for it on the thread that asks (one of the bounded admission workers).
 public enum ServeHTTP {
     public struct Answer: Sendable {
         /// nil: no answer (refused, timed out, not HTTP).
@@ -39,8 +39,9 @@ public enum ServeHTTP {
         waiting { exchange(request(url, json: body, headers: headers, timeout: timeout), timeout: timeout, done: $0) }
     }
 
-    public static func get(_ url: URL, timeout: Double) -> Answer {
-        waiting { exchange(URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout), timeout: timeout, done: $0) }
+    /// GETs `url`, calling `done` once with the answer.
+    public static func get(_ url: URL, timeout: Double, done: @escaping @Sendable (Answer) -> Void) {
+        exchange(URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout), timeout: timeout, done: done)
     }
 
     private static func request(_ url: URL, json body: Data, headers: [String: String], timeout: Double) -> URLRequest {

@@ -25,12 +25,14 @@ public enum ServeIndex {
     }
 
     public static func routes(_ server: ServeServer) -> @Sendable (HTTPRequest) -> HTTPResponse {
-        routes(sessions: { [server] in server.liveSessions() }, preview: { ServeHTTP.get($0, timeout: 2) })
+        routes(sessions: { [server] in server.liveSessions() }, preview: { ServeHTTP.get($0, timeout: 2, done: $1) })
     }
 
-    /// The index over `sessions`, fetching a run's preview with `preview` (a test gives its own).
+    /// The index over `sessions`, fetching a run's preview with `preview`, which calls back with the
+    /// answer (a test gives its own): the route's thread goes back to the pool meanwhile.
     public static func routes(sessions: @escaping @Sendable () -> [Entry],
-                              preview fetch: @escaping @Sendable (URL) -> ServeHTTP.Answer) -> @Sendable (HTTPRequest) -> HTTPResponse {
+                              preview fetch: @escaping @Sendable (URL, @escaping @Sendable (ServeHTTP.Answer) -> Void) -> Void)
+        -> @Sendable (HTTPRequest) -> HTTPResponse {
         { request in
             guard request.method == "GET" || request.method == "HEAD" else { return .text(405, "405: GET only\n", headers: ["Allow": "GET, HEAD"]) }
             if let icon = Favicon.response(for: request.path) { return icon }
@@ -46,7 +48,7 @@ public enum ServeIndex {
                 let id = String(p.dropFirst("/preview/".count).dropLast(4))
                 guard let run = entries.first(where: { $0.session == id }) else { return .text(404, "404: no such live session\n") }
                 guard let page = run.page, let url = URL(string: page + "api/preview.jpg") else { return .text(503, "503: no picture yet\n") }
-                return preview(fetch(url))
+                return .later { respond in fetch(url) { respond(preview($0)) } }
             default:
                 return .text(404, "404: the list is at /\n")
             }

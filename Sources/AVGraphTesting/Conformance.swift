@@ -112,7 +112,9 @@ public enum Conformance {
     static func declaredEventFields(_ type: any Node.Type) -> [String] {
         type.events.flatMap { kind -> [String] in
             let line = Event(.node(kind.example), node: "n", wall: 0).jsonLine
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return ["\(kind.eventName): unencodable example"] }
+            guard case .object(let object)? = try? JSONDecoder().decode(EventValue.self, from: Data(line.utf8)) else {
+                return ["\(kind.eventName): unencodable example"]
+            }
             let keys = Set(object.keys).subtracting(["event", "wall", "node"])
             let fields = Set(kind.fields.map(\.name)), required = Set(kind.fields.filter(\.required).map(\.name))
             return keys.subtracting(fields).sorted().map { "event '\(kind.eventName)' writes '\($0)', which its fields do not list" }

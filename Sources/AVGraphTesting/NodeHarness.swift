@@ -146,12 +146,13 @@ public final class NodeHarness {
         try finish()
     }
 
-    /// The events the node emitted with this name (a `custom` event's own name too), as decoded JSON objects.
-    public func events(named name: String) -> [[String: Any]] {
+    /// The events the node emitted with this name (a `custom` event's own name too), as decoded JSON
+    /// objects (`events(named: "applied").first?["media_time"]?.double`).
+    public func events(named name: String) -> [[String: EventValue]] {
         eventLines.compactMap { line in
-            guard let o = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else { return nil }
-            let event = o["event"] as? String
-            return event == name || (event == Event.Custom.eventName && o["name"] as? String == name) ? o : nil
+            guard case .object(let o)? = try? JSONDecoder().decode(EventValue.self, from: Data(line.utf8)) else { return nil }
+            let event = o["event"]?.string
+            return event == name || (event == Event.Custom.eventName && o["name"]?.string == name) ? o : nil
         }
     }
 

@@ -137,7 +137,7 @@ final class HarnessTests: XCTestCase {
         try h.feed(fed)
         let covered = zip(h.emittedFrames(), fed).map { $0.plane(0) != $1.plane(0) }
         XCTAssertEqual(covered, (0..<10).map { $0 >= 5 }, "the card from the picture at 0.5 s on")
-        XCTAssertEqual(h.events(named: "applied").first?["media_time"] as? Double, 0.5)
+        XCTAssertEqual(h.events(named: "applied").first?["media_time"]?.double, 0.5)
     }
 
     /// With several inputs a timed change waits for the slowest: where it shows in the mix does not
@@ -149,7 +149,7 @@ final class HarnessTests: XCTestCase {
         for block in 0..<94 { try h.feed(TestMedia.tone(freq: 440, firstSample: Int64(block * 1024)), input: 0) }
         for block in 0..<94 { try h.feed(TestMedia.tone(freq: 880, firstSample: Int64(block * 1024)), input: 1) }
         try h.endAll()
-        let applied = try XCTUnwrap(h.events(named: "applied").first?["media_time"] as? Double)
+        let applied = try XCTUnwrap(h.events(named: "applied").first?["media_time"]?.double)
         XCTAssertEqual(applied, 1.0, accuracy: 1024 / 48000.0, "taken when the microphone reached 1 s, not when the app did")
         let samples = try h.emittedSamples().map(Float.init)
         XCTAssertEqual(TestSupport.toneLevel(samples[38400..<45600], freq: 880, rate: 48000), 0.25, accuracy: 0.03, "the mic before 0.95 s")

@@ -38,7 +38,7 @@ final class DuckerNodeTests: XCTestCase {
         XCTAssertLessThan(level(out, 2.02, 2.09), before - 14.5, "hold keeps it down")
         XCTAssertGreaterThan(level(out, 2.2, 2.3), before - 10, "release under way")
         XCTAssertEqual(level(out, 2.42, 2.5), before, accuracy: 0.2, "back after hold (100ms) + release (300ms)")
-        XCTAssertEqual(h.events(named: "ducking").map { $0["on"] as? Bool }, [true, false])
+        XCTAssertEqual(h.events(named: "ducking").map { $0["on"]?.bool }, [true, false])
     }
 
     func testAQuietKeyBelowTheThresholdLeavesMainAlone() throws {
@@ -60,7 +60,7 @@ final class DuckerNodeTests: XCTestCase {
             if i == app.count / 2 { try h.set("depth", .number(20)) }
             try h.feed(app[i], input: 0)
         }
-        XCTAssertEqual(h.events(named: "applied").map { $0["value"] as? Double }, [20])
+        XCTAssertEqual(h.events(named: "applied").map { $0["value"]?.double }, [20])
         XCTAssertThrowsError(try h.set("depth", .number(200)), "out of range")
         XCTAssertThrowsError(try h.set("nonsense", .number(1)))
         let out = try h.emittedSamples()
