@@ -71,7 +71,10 @@ let package = Package(
         ]),
         // `avgraph serve`'s logic (admission, sessions and their relay, hooks, the index): the program only
         // parses flags and wires it up, and its unit tests (ServeUnitTests) need no process.
-        .target(name: "AVGraphServe", dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTransport", "AVGraphHTTP"]),
+        .target(name: "AVGraphServe", dependencies: [
+            "AVGraph", "AVGraphNodes", "AVGraphTransport", "AVGraphHTTP",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         .executableTarget(
             name: "avgraph",
             dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTransport", "AVGraphHTTP", "AVGraphServe", "CFFmpeg", .product(name: "ArgumentParser", package: "swift-argument-parser")],

@@ -2,6 +2,8 @@ import AVGraph
 import AVGraphNodes
 import AVGraphTransport
 import Foundation
+import NIOCore
+import NIOPosix
 import Synchronization
 
 /// One admitted publish and its run: the child `avgraph run TEMPLATE` (its own process, so a
@@ -13,8 +15,8 @@ final class ServeSession: Sendable {
     let identity: SessionIdentity
     let started: Date
     private let process: ProcessBox
-    /// The child's standard input: the relay's frames.
-    private let relay: Int32
+    /// The child's standard input, for the relay's frames (`RelayPump`): a pipe channel on NIO's event loops.
+    private let relay: Channel
     private let hooks: HookQueue?
     private let log: ServeLog
     private let state: Mutex<State>
@@ -65,7 +67,13 @@ final class ServeSession: Sendable {
             throw MediaError("pipe: \(String(cString: strerror(errno)))")
         }
         for fd in fds + out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        relay = fds[1]
+        do {
+            relay = try NIOPipeBootstrap(group: MultiThreadedEventLoopGroup.singleton).takingOwnershipOfDescriptor(output: fds[1]).wait()
+        } catch {
+            // The input's write end is NIO's now, closed or not: closing it twice could close another's.
+            for fd in [fds[0]] + out + err { close(fd) }
+            throw MediaError("cannot relay into the run: \(error)")
+        }
         let p = Process()
         p.executableURL = executable
         p.arguments = arguments
@@ -84,7 +92,7 @@ final class ServeSession: Sendable {
             close(err[1])
         }
         do { try p.run() } catch {
-            close(fds[1])
+            relay.close(promise: nil)
             close(out[0])
             close(err[0])
             throw MediaError("cannot start the run: \(error.localizedDescription)")
@@ -112,42 +120,11 @@ final class ServeSession: Sendable {
         peerIdentity.peer = arrival.peer
         let me = peerIdentity
         post("publish", as: me, ["resumed": .bool(state.withLock { $0.publishes > 1 })])
-        let t = Thread { [self] in relay(arrival, as: me) }
-        t.name = "serve-relay"
-        t.start()
+        RelayPump(arrival, into: relay) { [self] seconds, bytes in
+            state.withLock { $0.publisher = nil }
+            post("unpublish", as: me, ["seconds": .number(seconds), "bytes": .int(bytes)])
+        }.start()
         return true
-    }
-
-    private func relay(_ arrival: PublisherArrival, as me: SessionIdentity) {
-        let start = PublisherRelayFrame.Start(peer: arrival.peer, key: arrival.key, app: arrival.app, format: arrival.format)
-        var ok = (try? JSONEncoder().encode(start)).map { send(PublisherRelayFrame.begin, Array($0)[...]) } ?? false
-        var chunk = [UInt8](repeating: 0, count: PublisherRelayFrame.maxData)
-        var bytes = 0
-        let began = Monotonic.now
-        while ok {
-            let n = chunk.withUnsafeMutableBytes { arrival.read(into: $0) }
-            if n == 0 { break }
-            bytes += n
-            ok = send(PublisherRelayFrame.data, chunk[..<n])
-        }
-        if ok { ok = send(PublisherRelayFrame.end, []) }
-        // The run is gone (its input broke): the publisher's connection goes too.
-        if !ok { arrival.abandon() }
-        state.withLock { $0.publisher = nil }
-        post("unpublish", as: me, ["seconds": .number(((Monotonic.now - began) * 1000).rounded() / 1000), "bytes": .int(bytes)])
-    }
-
-    private func send(_ kind: UInt8, _ body: ArraySlice<UInt8>) -> Bool {
-        var frame = PublisherRelayFrame.header(kind, length: body.count)
-        frame += body
-        return frame.withUnsafeBytes { all in
-            var off = 0
-            while off < all.count {
-                let n = write(relay, all.baseAddress! + off, all.count - off)
-                if n > 0 { off += n } else if n < 0 && errno == EINTR { continue } else { return false }
-            }
-            return true
-        }
     }
 
     /// Asks the run to finish (SIGTERM: it finalizes as `run` does).
@@ -179,7 +156,7 @@ final class ServeSession: Sendable {
     }
 
     private func ended(status: Int32, signalled: Bool) {
-        close(relay)
+        relay.close(promise: nil)
         let publisher = state.withLock { s -> PublisherArrival? in
             s.exited = true
             return s.publisher

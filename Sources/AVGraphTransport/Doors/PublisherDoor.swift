@@ -65,6 +65,11 @@ public struct PublisherArrival: Sendable {
 
     /// Up to `buffer.count` bytes, waiting for some; 0 when the publisher has left.
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> Int { stream.read(into: buffer) }
+    /// Up to `buffer.count` bytes without waiting: nil when none has come yet, 0 at the end.
+    public func readNow(into buffer: UnsafeMutableRawBufferPointer) -> Int? { stream.readNow(into: buffer) }
+    /// Calls `notify` (on the listener's thread: schedule the reading, do not read there) whenever
+    /// bytes or the end arrive, and once now; nil stops it.
+    public func whenReadable(_ notify: (@Sendable () -> Void)?) { stream.whenReadable(notify) }
     /// Closes the publisher's connection (refused, or its run is gone).
     public func abandon() { stream.abandon() }
 }
