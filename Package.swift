@@ -50,13 +50,15 @@ let package = Package(
         ),
         // libsrt itself (the library libavformat's srt protocol loads): the `srt` source's own listener.
         .systemLibrary(name: "CSrt", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
+        // The system's OpenSSL 3: STUN's MESSAGE-INTEGRITY (HMAC-SHA1) for WebRTC, DTLS next. No cryptography of our own.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // Pixel kernels in C for the vector shuffles Swift does not reach.
         .target(name: "CKernels"),
         .target(name: "AVGraph", dependencies: ["CFFmpeg", "CKernels", "Yams"]),
         // The wire: RTMP (connection, chunks, AMF0), FLV tags, the H.264/HEVC bitstream facts they carry, the RTMP and
         // SRT listeners and the doors in front of them, TLS loading. It knows no node: a node adapts it.
         .target(name: "AVGraphTransport", dependencies: [
-            "AVGraph", "CFFmpeg", "CSrt",
+            "AVGraph", "CFFmpeg", "CSrt", "COpenSSL",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
@@ -121,7 +123,7 @@ if Context.environment["AVGRAPH_FUZZ"] != nil {
         "http": ["FuzzSupport", "AVGraphHTTP", .product(name: "NIOCore", package: "swift-nio"),
                  .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio")],
     ]
-    let fuzzers: [Target] = ["pipe", "ingest", "control", "rtmp", "flv", "http"].map { name in
+    let fuzzers: [Target] = ["pipe", "ingest", "control", "rtmp", "flv", "http", "webrtc"].map { name in
         .executableTarget(name: "Fuzz\(name.prefix(1).uppercased() + name.dropFirst())",
                           dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTransport", "CFuzzDriver"] + (more[name] ?? []), path: "Fuzz/\(name)")
     }

@@ -50,7 +50,7 @@ final class RelayPump: @unchecked Sendable {
         }
     }
 
-    private func send(_ kind: UInt8, _ body: ArraySlice<UInt8>, then next: @escaping () -> Void) {
+    private func send(_ kind: UInt8, _ body: ArraySlice<UInt8>, then next: @escaping @Sendable () -> Void) {
         var frame = channel.allocator.buffer(capacity: 5 + body.count)
         frame.writeBytes(PublisherRelayFrame.header(kind, length: body.count))
         frame.writeBytes(body)

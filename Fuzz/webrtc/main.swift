@@ -1,0 +1,44 @@
+import AVGraphTransport
+import CFuzzDriver
+import Foundation
+
+/// libFuzzer target: bytes as the datagrams a WebRTC port receives, each a 2-byte length and that
+/// many bytes, sorted as the port sorts them (RFC 7983: STUN by its first byte and cookie, RTP by
+/// 128-191). STUN: parsed, answered by the ICE-lite responder, and a parsed message written back
+/// out parses to the same. RTP: parsed, written back out and parsed to the same, its payload into
+/// the H.264 depacketizer, whose access units never exceed its bound. Nothing may trap or hang.
+let ice = IceLiteResponder(localUfrag: "fuzz", localPassword: "fuzz-password-0123456789")
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzWebRtc(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+    let input = Array(UnsafeBufferPointer(start: bytes, count: count))
+    var depacketizer = H264Depacketizer(maxBytes: 64 * 1024)
+    var at = 0
+    while input.count - at >= 2 {
+        let length = Int(input[at]) << 8 | Int(input[at + 1])
+        at += 2
+        let datagram = Array(input[at..<min(input.count, at + length)])
+        at += datagram.count
+        if StunMessage.looksLikeStun(datagram) {
+            if let m = try? StunMessage.parse(datagram) {
+                let again = m.encoded()
+                precondition((try? StunMessage.parse(again))?.attributes.filter { $0.type != StunAttribute.messageIntegrity && $0.type != StunAttribute.fingerprint }
+                             == m.attributes.filter { $0.type != StunAttribute.messageIntegrity && $0.type != StunAttribute.fingerprint },
+                             "a STUN message written back out reads differently")
+                _ = m.hasIntegrity(datagram, key: Array("fuzz-password-0123456789".utf8))
+                _ = m.first(StunAttribute.xorMappedAddress)?.xorMappedAddress(transactionID: m.transactionID)
+            }
+            _ = ice.respond(to: datagram, address: [127, 0, 0, 1], port: 5000)
+        } else if RtpPacket.looksLikeRtp(datagram), let p = try? RtpPacket.parse(datagram) {
+            precondition((try? RtpPacket.parse(p.encoded))?.payload == p.payload, "an RTP packet written back out reads differently")
+            for unit in depacketizer.push(p) { precondition(unit.bytes.count <= 64 * 1024, "an access unit past the bound") }
+        }
+    }
+    return 0
+}
+
+@_cdecl("FuzzWebrtc_main")
+public func fuzzWebRtcMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    var count = argc, arguments = argv
+    return LLVMFuzzerRunDriver(&count, &arguments) { fuzzWebRtc($0!, $1) }
+}
