@@ -1,0 +1,103 @@
+import AVGraphTesting
+import Foundation
+import XCTest
+
+/// The `srt` sink's own libsrt caller socket against srt-live-transmit (srt-tools), an SRT
+/// receiver nobody here wrote, writing what arrives to a .ts: the whole stream with and without
+/// encryption, a wrong passphrase refused with libsrt's reason, and a stalled receiver that
+/// does not hold up the end of the run.
+final class SrtCallerTests: XCTestCase {
+    /// srt-live-transmit listening on `port` (extra URI options in `query`), the bytes it receives
+    /// written to `path`; it exits once its caller hangs up (`-a:no`).
+    static func receiver(port: Int, query: String = "", to path: String) throws -> Process {
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["srt-live-transmit", "-q", "-a:no", "srt://127.0.0.1:\(port)?mode=listener\(query)", "file://con"]
+        p.standardOutput = FileHandle(forWritingAtPath: path)
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        usleep(300_000)
+        return p
+    }
+
+    private func pushSixSeconds(query: String, receiverQuery: String) throws -> (run: CLI.Result, received: String) {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        let received = dir + "/received.ts"
+        let slt = try Self.receiver(port: port, query: receiverQuery, to: received)
+        defer { if slt.isRunning { kill(slt.processIdentifier, SIGKILL) } }
+        CLI.write(SrtPushTests.pipe(url: "srt://127.0.0.1:\(port)\(query)", seconds: 6), to: dir + "/push.pipe")
+        let r = try CLI.run(["run", dir + "/push.pipe", "--events", "json"], timeout: 60)
+        let end = Date().addingTimeInterval(10)
+        while slt.isRunning && Date() < end { usleep(50_000) }
+        XCTAssertFalse(slt.isRunning, "srt-live-transmit saw the caller hang up")
+        return (r, received)
+    }
+
+    private func assertWhole(_ received: String, _ what: String) throws {
+        let probe = try CLI.probe(received)
+        XCTAssertEqual(CLI.stream(probe, "video")?["codec_name"] as? String, "h264", what)
+        XCTAssertEqual(CLI.stream(probe, "audio")?["codec_name"] as? String, "aac", what)
+        let s = try SrtPushTests.seconds(received)
+        let pictures = try CLI.videoFrameTimes(received)
+        print("\(what): \(pictures.count) pictures, video \(s.video) s, audio \(s.audio) s")
+        // 6 s at 30 pictures a second; the linger lets the last messages arrive.
+        XCTAssertEqual(pictures.count, 180, "\(what): every picture arrived")
+        XCTAssertEqual(s.video, 6, accuracy: 0.1, "\(what): seconds of video")
+        XCTAssertEqual(s.audio, 6, accuracy: 0.1, "\(what): seconds of audio")
+    }
+
+    func testSrtLiveTransmitReceivesTheWholeStream() throws {
+        let (r, received) = try pushSixSeconds(query: "?latency=200000", receiverQuery: "")
+        XCTAssertEqual(r.status, 0, r.stderr)
+        try assertWhole(received, "plain")
+    }
+
+    func testEncryptedWithAPassphraseAndWrongPassphraseRefused() throws {
+        let secret = "caller-secret-4242"
+        let (r, received) = try pushSixSeconds(query: "?passphrase=\(secret)&pbkeylen=16&streamid=publish:cam",
+                                               receiverQuery: "&passphrase=\(secret)&pbkeylen=16")
+        XCTAssertEqual(r.status, 0, r.stderr)
+        try assertWhole(received, "passphrase, pbkeylen 16")
+        XCTAssertFalse(r.stdout.contains(secret) || r.stderr.contains(secret), "the passphrase is not printed")
+
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        let slt = try Self.receiver(port: port, query: "&passphrase=\(secret)&pbkeylen=16", to: dir + "/refused.ts")
+        defer { if slt.isRunning { kill(slt.processIdentifier, SIGKILL) } }
+        let wrong = "the-wrong-passphrase"
+        CLI.write(SrtPushTests.pipe(url: "srt://127.0.0.1:\(port)?passphrase=\(wrong)", seconds: 6)
+            .replacingOccurrences(of: "attempts: 20", with: "attempts: 1"), to: dir + "/push.pipe")
+        let refused = try CLI.run(["run", dir + "/push.pipe", "--events", "json"], timeout: 60)
+        XCTAssertEqual(refused.status, 1, refused.stderr)
+        print("wrong passphrase: \(refused.stderr.split(separator: "\n").first { $0.contains("SRT call failed") } ?? "")")
+        XCTAssertTrue(refused.stderr.contains("srt://127.0.0.1:\(port)?passphrase=***: SRT call failed"), refused.stderr)
+        XCTAssertFalse(refused.stdout.contains(wrong) || refused.stderr.contains(wrong), "the passphrase is not printed")
+    }
+
+    /// The receiver stops (SIGSTOP: it takes nothing, answers nothing) while the run sends; the
+    /// run is then interrupted: it ends within the sink's timeout, the send never blocking on the
+    /// stalled peer past it.
+    func testInterruptedWhileTheReceiverIsStalledEndsWithinTheTimeout() throws {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        let slt = try Self.receiver(port: port, to: dir + "/stalled.ts")
+        defer { if slt.isRunning { kill(slt.processIdentifier, SIGCONT); kill(slt.processIdentifier, SIGKILL) } }
+        CLI.write(SrtPushTests.pipe(url: "srt://127.0.0.1:\(port)", seconds: 60)
+            .replacingOccurrences(of: "reconnect: {", with: "timeout: 2s, reconnect: {"), to: dir + "/push.pipe")
+        let run = try BackgroundRun(["run", dir + "/push.pipe", "--events", "json"])
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { ($0["event"] as? String) == "stats" && ($0["media_time"] as? Double ?? 0) > 3 }, run.stderr)
+        kill(slt.processIdentifier, SIGSTOP)
+        usleep(1_000_000)
+        let interrupted = Date()
+        kill(run.process.processIdentifier, SIGINT)
+        _ = run.waitForExit(timeout: 30)
+        let took = Date().timeIntervalSince(interrupted)
+        print("stalled receiver: the run ended \(took) s after SIGINT")
+        // The timeout (2 s) and the linger (1 s), with room for a loaded machine.
+        XCTAssertLessThan(took, 5, "the end did not wait on the stalled receiver: \(run.stderr)")
+        XCTAssertGreaterThan(try SrtPushTests.seconds(dir + "/stalled.ts").video, 2, "it received media before it stalled")
+    }
+}
