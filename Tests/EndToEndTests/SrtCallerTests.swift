@@ -100,4 +100,35 @@ final class SrtCallerTests: XCTestCase {
         XCTAssertLessThan(took, 5, "the end did not wait on the stalled receiver: \(run.stderr)")
         XCTAssertGreaterThan(try SrtPushTests.seconds(dir + "/stalled.ts").video, 2, "it received media before it stalled")
     }
+
+    /// libsrt takes each message at once (its send buffer holds seconds), so the sink's own queue
+    /// stays empty on a narrow link: the backlog is seen only in `srt_bstats`' unacknowledged
+    /// bytes, read on the sink's own socket. A link held to 0.8 Mbit/s by libsrt (`maxbw`,
+    /// bytes/s) brings a 3 Mbit/s adaptive encoder down.
+    func testAnAdaptiveEncoderFollowsTheBacklogLibsrtHolds() throws {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        let slt = try Self.receiver(port: port, to: dir + "/narrow.ts")
+        defer { if slt.isRunning { kill(slt.processIdentifier, SIGKILL) } }
+        CLI.write(SrtPushTests.pipe(url: "srt://127.0.0.1:\(port)?maxbw=100000", seconds: 10)
+            .replacingOccurrences(of: "bitrate: 1000k}", with: "bitrate: 3000k, adaptive: {min: 200k}}"), to: dir + "/push.pipe")
+        let r = try CLI.run(["run", dir + "/push.pipe", "--events", "json"], timeout: 60)
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let cuts = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { $0["event"] as? String == "bitrate" && ($0["reason"] as? String ?? "").hasPrefix("live:") }
+        print("narrow SRT link: \(cuts.map { "\($0["to"] ?? "?") (\($0["reason"] ?? ""))" })")
+        XCTAssertLessThan(cuts.compactMap { $0["to"] as? Int }.min() ?? .max, 1_000_000, "the encoder came down to what the link carries")
+    }
+
+    func testCheckNamesAnUnknownOrWrongURLOption() throws {
+        let dir = CLI.scratch()
+        CLI.write(SrtPushTests.pipe(url: "srt://127.0.0.1:9000?latncy=200000&passphrase=0123456789", seconds: 1), to: dir + "/typo.pipe")
+        let typo = try CLI.run(["check", dir + "/typo.pipe"])
+        XCTAssertNotEqual(typo.status, 0)
+        XCTAssertTrue((typo.stdout + typo.stderr).contains("unknown SRT option 'latncy'"), typo.stdout + typo.stderr)
+        CLI.write(SrtPushTests.pipe(url: "srt://127.0.0.1:9000?mode=listener", seconds: 1), to: dir + "/mode.pipe")
+        let mode = try CLI.run(["check", dir + "/mode.pipe"])
+        XCTAssertNotEqual(mode.status, 0)
+        XCTAssertTrue((mode.stdout + mode.stderr).contains("only mode=caller"), mode.stdout + mode.stderr)
+    }
 }
