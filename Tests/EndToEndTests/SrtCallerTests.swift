@@ -101,6 +101,35 @@ final class SrtCallerTests: XCTestCase {
         XCTAssertGreaterThan(try SrtPushTests.seconds(dir + "/stalled.ts").video, 2, "it received media before it stalled")
     }
 
+    /// A receiver that stops answering (SIGSTOP) is taken as gone after the sink's timeout (2 s
+    /// here: libsrt's peer-idle timeout), and called again; stopping the run while it calls a
+    /// receiver that never answers ends it within the call's timeout.
+    func testAStalledReceiverIsNoticedWithinTheTimeoutAndCalledAgain() throws {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        let slt = try Self.receiver(port: port, to: dir + "/stalled.ts")
+        defer { if slt.isRunning { kill(slt.processIdentifier, SIGCONT); kill(slt.processIdentifier, SIGKILL) } }
+        CLI.write(SrtPushTests.pipe(url: "srt://127.0.0.1:\(port)", seconds: 60)
+            .replacingOccurrences(of: "reconnect: {", with: "timeout: 2s, reconnect: {"), to: dir + "/push.pipe")
+        let run = try BackgroundRun(["run", dir + "/push.pipe", "--events", "json"])
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { ($0["event"] as? String) == "stats" && ($0["media_time"] as? Double ?? 0) > 3 }, run.stderr)
+        kill(slt.processIdentifier, SIGSTOP)
+        let stopped = Date()
+        let gone = run.waitFor(timeout: 10) { $0["event"] as? String == "disconnected" }
+        let noticed = Date().timeIntervalSince(stopped)
+        print("stalled receiver: disconnected after \(noticed) s (\(gone?["reason"] ?? "none"))")
+        XCTAssertNotNil(gone, "the stalled receiver was noticed: \(run.stderr)")
+        XCTAssertLessThan(noticed, 4, "within the 2 s timeout, with room for a loaded machine")
+        XCTAssertNotNil(run.waitFor(timeout: 5) { $0["event"] as? String == "reconnecting" }, run.stderr)
+        let interrupted = Date()
+        kill(run.process.processIdentifier, SIGINT)
+        _ = run.waitForExit(timeout: 30)
+        let took = Date().timeIntervalSince(interrupted)
+        print("stalled receiver, calling again: the run ended \(took) s after SIGINT")
+        XCTAssertLessThan(took, 5, "the call to a receiver that does not answer did not hold up the end: \(run.stderr)")
+    }
+
     /// libsrt takes each message at once (its send buffer holds seconds), so the sink's own queue
     /// stays empty on a narrow link: the backlog is seen only in `srt_bstats`' unacknowledged
     /// bytes, read on the sink's own socket. A link held to 0.8 Mbit/s by libsrt (`maxbw`,

@@ -2,7 +2,8 @@ import CFFmpeg
 import Foundation
 
 /// Lets another thread cut short whatever a `NetworkMuxer` is blocked in (connecting, writing to
-/// a stalled peer): libavformat polls it through its interrupt callback about every 100 ms.
+/// a stalled peer): libavformat polls it through its interrupt callback about every 100 ms, a
+/// `MuxerTransport` between the slices it waits in.
 public final class CancelFlag: Sendable {
     private let cancelled = ConditionLock(false)
 

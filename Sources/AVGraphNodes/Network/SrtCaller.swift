@@ -8,8 +8,8 @@ import Foundation
 ///
 /// Nothing blocks past a cancel or the timeout: the call is asynchronous and waited for in
 /// `srt_epoll_wait` slices that look at the cancel flag; a send blocks at most `slice` at a time
-/// (SRTO_SNDTIMEO) and fails once the peer took nothing for the timeout; libsrt itself breaks
-/// the connection when the peer is silent that long (SRTO_PEERIDLETIMEO).
+/// (SRTO_SNDTIMEO) and fails once the peer acknowledged nothing for the timeout
+/// (`checkAcknowledged`); libsrt's own peer-idle check (SRTO_PEERIDLETIMEO) is the backstop.
 final class SrtCaller: MuxerTransport {
     private let socket: SRTSOCKET
     private let cancel: CancelFlag
@@ -17,6 +17,11 @@ final class SrtCaller: MuxerTransport {
     /// Seconds a clean close may wait for the tail to arrive (SRTO_LINGER; 0 in live mode unless set).
     private let lingerSeconds: Double
     private var closed = false
+    /// Acknowledgements counted at the last check, and since when what was sent has had none.
+    private var acknowledged: Int32 = -1
+    private var owedSince = 0.0
+    private var lastAckCheck = -Double.infinity
+    static let ackCheck = 0.05
 
     /// How long one wait lasts before the cancel flag is looked at again.
     static let slice = 0.1
@@ -135,6 +140,7 @@ final class SrtCaller: MuxerTransport {
     func send(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         let started = Monotonic.now
+        try checkAcknowledged(now: started)
         while true {
             if cancel.isCancelled { throw MediaError("cancelled while sending") }
             let sent = srt_sendmsg2(socket, base.assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
@@ -146,6 +152,25 @@ final class SrtCaller: MuxerTransport {
             if Monotonic.now - started >= timeout {
                 throw MediaError("the SRT peer took nothing for \(timeout) s")
             }
+        }
+    }
+
+    /// libsrt breaks a connection only after the peer-idle timeout *and* 16 unanswered keepalive
+    /// periods: about 5 s on a short link whatever the timeout (a SIGSTOPped receiver was
+    /// noticed after 5.1 s with a 2 s timeout), and its send buffer takes seconds of messages
+    /// before a send blocks. A receiver acknowledges what arrives every 10 ms, so messages sent
+    /// `timeout` ago with no acknowledgement since mean a peer that takes nothing. Read at most
+    /// every `ackCheck` seconds; the count read before a send, whose own acknowledgement comes later.
+    private func checkAcknowledged(now: Double) throws {
+        guard now - lastAckCheck >= Self.ackCheck else { return }
+        lastAckCheck = now
+        var stats = SRT_TRACEBSTATS()
+        guard srt_bstats(socket, &stats, 0) == 0 else { return }
+        if stats.pktRecvACKTotal != acknowledged {
+            acknowledged = stats.pktRecvACKTotal
+            owedSince = now
+        } else if now - owedSince >= timeout {
+            throw MediaError("the SRT peer acknowledged nothing for \(timeout) s")
         }
     }
 
