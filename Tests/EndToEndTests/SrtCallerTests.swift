@@ -76,25 +76,37 @@ final class SrtCallerTests: XCTestCase {
         XCTAssertFalse(refused.stdout.contains(wrong) || refused.stderr.contains(wrong), "the passphrase is not printed")
     }
 
-    /// The receiver stops (SIGSTOP: it takes nothing, answers nothing) while the run sends; the
-    /// run is then interrupted: it ends within the sink's timeout, the send never blocking on the
-    /// stalled peer past it.
-    func testInterruptedWhileTheReceiverIsStalledEndsWithinTheTimeout() throws {
+    /// A 60 s push with `timeout: 2s` to srt-live-transmit, which is SIGSTOPped (it takes
+    /// nothing, answers nothing) after 3 s of media; it is killed at teardown.
+    private func stalledAfterThreeSeconds() throws -> (dir: String, run: BackgroundRun) {
         let dir = CLI.scratch()
         let port = try LoopbackPort.free()
         let slt = try Self.receiver(port: port, to: dir + "/stalled.ts")
-        defer { if slt.isRunning { kill(slt.processIdentifier, SIGCONT); kill(slt.processIdentifier, SIGKILL) } }
+        addTeardownBlock { if slt.isRunning { kill(slt.processIdentifier, SIGCONT); kill(slt.processIdentifier, SIGKILL) } }
         CLI.write(SrtPushTests.pipe(url: "srt://127.0.0.1:\(port)", seconds: 60)
             .replacingOccurrences(of: "reconnect: {", with: "timeout: 2s, reconnect: {"), to: dir + "/push.pipe")
         let run = try BackgroundRun(["run", dir + "/push.pipe", "--events", "json"])
         addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
         XCTAssertNotNil(run.waitFor(timeout: 20) { ($0["event"] as? String) == "stats" && ($0["media_time"] as? Double ?? 0) > 3 }, run.stderr)
         kill(slt.processIdentifier, SIGSTOP)
-        usleep(1_000_000)
+        return (dir, run)
+    }
+
+    /// Seconds from SIGINT to the run's exit.
+    private static func secondsToEnd(_ run: BackgroundRun) -> Double {
         let interrupted = Date()
         kill(run.process.processIdentifier, SIGINT)
         _ = run.waitForExit(timeout: 30)
-        let took = Date().timeIntervalSince(interrupted)
+        return Date().timeIntervalSince(interrupted)
+    }
+
+    /// The receiver stops (SIGSTOP: it takes nothing, answers nothing) while the run sends; the
+    /// run is then interrupted: it ends within the sink's timeout, the send never blocking on the
+    /// stalled peer past it.
+    func testInterruptedWhileTheReceiverIsStalledEndsWithinTheTimeout() throws {
+        let (dir, run) = try stalledAfterThreeSeconds()
+        usleep(1_000_000)
+        let took = Self.secondsToEnd(run)
         print("stalled receiver: the run ended \(took) s after SIGINT")
         // The timeout (2 s) and the linger (1 s), with room for a loaded machine.
         XCTAssertLessThan(took, 5, "the end did not wait on the stalled receiver: \(run.stderr)")
@@ -105,16 +117,7 @@ final class SrtCallerTests: XCTestCase {
     /// here: libsrt's peer-idle timeout), and called again; stopping the run while it calls a
     /// receiver that never answers ends it within the call's timeout.
     func testAStalledReceiverIsNoticedWithinTheTimeoutAndCalledAgain() throws {
-        let dir = CLI.scratch()
-        let port = try LoopbackPort.free()
-        let slt = try Self.receiver(port: port, to: dir + "/stalled.ts")
-        defer { if slt.isRunning { kill(slt.processIdentifier, SIGCONT); kill(slt.processIdentifier, SIGKILL) } }
-        CLI.write(SrtPushTests.pipe(url: "srt://127.0.0.1:\(port)", seconds: 60)
-            .replacingOccurrences(of: "reconnect: {", with: "timeout: 2s, reconnect: {"), to: dir + "/push.pipe")
-        let run = try BackgroundRun(["run", dir + "/push.pipe", "--events", "json"])
-        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
-        XCTAssertNotNil(run.waitFor(timeout: 20) { ($0["event"] as? String) == "stats" && ($0["media_time"] as? Double ?? 0) > 3 }, run.stderr)
-        kill(slt.processIdentifier, SIGSTOP)
+        let (_, run) = try stalledAfterThreeSeconds()
         let stopped = Date()
         let gone = run.waitFor(timeout: 10) { $0["event"] as? String == "disconnected" }
         let noticed = Date().timeIntervalSince(stopped)
@@ -122,10 +125,7 @@ final class SrtCallerTests: XCTestCase {
         XCTAssertNotNil(gone, "the stalled receiver was noticed: \(run.stderr)")
         XCTAssertLessThan(noticed, 4, "within the 2 s timeout, with room for a loaded machine")
         XCTAssertNotNil(run.waitFor(timeout: 5) { $0["event"] as? String == "reconnecting" }, run.stderr)
-        let interrupted = Date()
-        kill(run.process.processIdentifier, SIGINT)
-        _ = run.waitForExit(timeout: 30)
-        let took = Date().timeIntervalSince(interrupted)
+        let took = Self.secondsToEnd(run)
         print("stalled receiver, calling again: the run ended \(took) s after SIGINT")
         XCTAssertLessThan(took, 5, "the call to a receiver that does not answer did not hold up the end: \(run.stderr)")
     }
