@@ -6,6 +6,8 @@
 #include <srt.h>
 #include <access_control.h>
 static inline int avg_srt_error_async_receive(void) { return SRT_EASYNCRCV; }
+// What a blocking send that waited SRTO_SNDTIMEO returns (the send buffer stayed full).
+static inline int avg_srt_error_async_send(void) { return SRT_EASYNCSND; }
 // Rejection reasons a listener gives a caller (libsrt's access-control codes).
 static inline int avg_srt_reject_unauthorized(void) { return SRT_REJX_UNAUTHORIZED; }
 static inline int avg_srt_reject_bad_mode(void) { return SRT_REJX_BAD_MODE; }

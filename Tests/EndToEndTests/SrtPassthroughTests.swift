@@ -23,13 +23,7 @@ final class SrtPassthroughTests: XCTestCase {
         while sltPort == ffmpegPort { sltPort = try LoopbackPort.free() }
         let (viaFFmpeg, viaSlt) = (dir + "/ffmpeg.ts", dir + "/slt.ts")
         let ffmpeg = try SrtPushTests.listener(port: ffmpegPort, to: viaFFmpeg)
-        _ = FileManager.default.createFile(atPath: viaSlt, contents: nil)
-        let slt = Process()
-        slt.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        slt.arguments = ["srt-live-transmit", "-q", "-a:no", "srt://127.0.0.1:\(sltPort)?mode=listener", "file://con"]
-        slt.standardOutput = FileHandle(forWritingAtPath: viaSlt)
-        slt.standardError = FileHandle.nullDevice
-        try slt.run()
+        let slt = try SrtCallerTests.receiver(port: sltPort, to: viaSlt)
         defer { for p in [ffmpeg, slt] where p.isRunning { kill(p.processIdentifier, SIGKILL) } }
         usleep(500_000)
         CLI.write("""

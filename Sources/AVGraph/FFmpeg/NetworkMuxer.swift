@@ -2,7 +2,8 @@ import CFFmpeg
 import Foundation
 
 /// Lets another thread cut short whatever a `NetworkMuxer` is blocked in (connecting, writing to
-/// a stalled peer): libavformat polls it through its interrupt callback about every 100 ms.
+/// a stalled peer): libavformat polls it through its interrupt callback about every 100 ms, a
+/// `MuxerTransport` between the slices it waits in.
 public final class CancelFlag: Sendable {
     private let cancelled = ConditionLock(false)
 
@@ -27,10 +28,11 @@ public enum UplinkSocket: Sendable, Equatable {
     case srt(Int32)
 }
 
-/// A live stream sent to a server by libavformat (FLV over RTMP, MPEG-TS over SRT). Unlike a
-/// file, the other end can vanish or stall: every blocking call can be cancelled, and a peer
-/// that takes nothing for `timeout` seconds is an error instead of a hang. One session per
-/// instance; a reconnect makes a new one (a fresh header, as servers expect).
+/// A live stream sent to a server: libavformat's muxer writing either into a protocol it opens
+/// itself (FLV over rtmp://) or into a `MuxerTransport` avgraph connected (MPEG-TS over the `srt`
+/// sink's libsrt socket). Unlike a file, the other end can vanish or stall: every blocking call
+/// can be cancelled, and a peer that takes nothing for `timeout` seconds is an error instead of
+/// a hang. One session per instance; a reconnect makes a new one (a fresh header, as servers expect).
 public final class NetworkMuxer {
     public let url: String
     private let context: UnsafeMutablePointer<AVFormatContext>
@@ -38,6 +40,15 @@ public final class NetworkMuxer {
     private let cancel: CancelFlag
     public private(set) var headerWritten = false
     private var closed = false
+    /// Set when avgraph holds the connection itself: the context writes into `transport` through `io`.
+    private var custom: (io: WriteCallbackIO, link: TransportLink)?
+
+    /// The transport and its last failure, apart from the muxer so the write closure holds no cycle.
+    private final class TransportLink {
+        let transport: MuxerTransport
+        var failure: Error?
+        init(_ transport: MuxerTransport) { self.transport = transport }
+    }
 
     /// Connects to `url`; fails with the protocol's reason (refused, timed out, cancelled).
     /// `protocolOptions` go to the protocol (libsrt's `linger`, ...).
@@ -70,15 +81,70 @@ public final class NetworkMuxer {
         }
     }
 
+    /// Writes `format` into `transport`, already connected (`url` is the redacted address, for
+    /// messages). Each write is at most `packetSize` bytes (whole container packets, e.g. 7 TS
+    /// packets for an SRT live message), handed over only once that much is ready or the
+    /// session ends. A failed send fails the muxer's call with the transport's own error.
+    public init(transport: MuxerTransport, url: String, format: String, packetSize: Int, cancel: CancelFlag) throws {
+        self.url = url
+        self.cancel = cancel
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        do {
+            try AVFailure.check(avformat_alloc_output_context2(&ctx, nil, format, nil), "preparing \(format) output")
+        } catch {
+            transport.close(graceful: false)
+            throw error
+        }
+        guard let ctx else {
+            transport.close(graceful: false)
+            throw MediaError("cannot prepare \(format) output")
+        }
+        context = ctx
+        let link = TransportLink(transport)
+        let io: WriteCallbackIO
+        do {
+            io = try WriteCallbackIO(bufferSize: packetSize) { bytes in
+                guard link.failure == nil else { return avg_averror(EIO) }
+                do {
+                    try link.transport.send(bytes)
+                    return 0
+                } catch {
+                    link.failure = error
+                    return avg_averror(EIO)
+                }
+            }
+        } catch {
+            closed = true
+            transport.close(graceful: false)
+            throw error
+        }
+        custom = (io, link)
+        ctx.pointee.pb = io.context
+        ctx.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+        // libavformat would flush after every packet on a custom context (its minimum packet
+        // size is 0): short messages for each audio frame. Full messages leave as they fill.
+        ctx.pointee.flush_packets = 0
+    }
+
     deinit {
-        if !closed { avio_closep(&context.pointee.pb) }
+        if !closed { close() }
         avformat_free_context(context)
+    }
+
+    /// Runs a libavformat call that may write; a transport's failure is thrown as itself
+    /// (libsrt's reason) rather than as the I/O error libavformat saw.
+    private func writing(_ call: () throws -> Void) throws {
+        do { try call() } catch {
+            if let failure = custom?.link.failure { throw failure }
+            throw error
+        }
     }
 
     /// The socket the stream leaves by, for reading how the uplink copes (TCP_INFO, srt_bstats);
     /// nil where libavformat's layers are not known (rtmps:// through TLS). Valid until `close`.
     public var uplinkSocket: UplinkSocket? {
         guard !closed else { return nil }
+        if let custom { return custom.link.transport.uplinkSocket }
         var kind: Int32 = 0
         let fd = avg_avio_socket(context.pointee.pb, &kind)
         guard fd >= 0 else { return nil }
@@ -101,7 +167,7 @@ public final class NetworkMuxer {
         var dict: OpaquePointer?
         for (k, v) in options { av_dict_set(&dict, k, v, 0) }
         defer { av_dict_free(&dict) }
-        try AVFailure.check(avformat_write_header(context, &dict), "sending the stream header")
+        try writing { try AVFailure.check(avformat_write_header(context, &dict), "sending the stream header") }
         headerWritten = true
     }
 
@@ -114,20 +180,30 @@ public final class NetworkMuxer {
         av_packet_rescale_ts(packet, timeBase.av, st.pointee.time_base)
         packet.pointee.stream_index = Int32(index)
         packet.pointee.pos = -1
-        try AVFailure.check(av_write_frame(context, packet), "sending")
+        try writing { try AVFailure.check(av_write_frame(context, packet), "sending") }
     }
 
     /// Ends the session cleanly (what is interleaved, then the trailer) and hangs up.
     public func finish() throws {
         guard !closed else { return }
-        defer { close() }
-        if headerWritten { try AVFailure.check(av_write_trailer(context), "ending the stream") }
+        var ended = false
+        defer { hangUp(graceful: ended) }
+        if headerWritten { try writing { try AVFailure.check(av_write_trailer(context), "ending the stream") } }
+        ended = true
     }
 
     /// Hangs up without a trailer (the connection is already broken).
-    public func close() {
+    public func close() { hangUp(graceful: false) }
+
+    private func hangUp(graceful: Bool) {
         guard !closed else { return }
         closed = true
-        avio_closep(&context.pointee.pb)
+        if let custom {
+            // The context only borrows the transport's AVIOContext (freed with `io`).
+            context.pointee.pb = nil
+            custom.link.transport.close(graceful: graceful)
+        } else {
+            avio_closep(&context.pointee.pb)
+        }
     }
 }

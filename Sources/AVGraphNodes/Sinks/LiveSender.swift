@@ -329,8 +329,11 @@ final class LiveSender: Sendable {
     /// A new session: connect, one stream per input that delivered media, the header.
     private func connect() throws -> (NetworkMuxer, [Int?]) {
         let described = shared.withLock { $0.streams }
-        let muxer = try NetworkMuxer(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel,
-                                     protocolOptions: settings.protocolOptions)
+        // srt:// on a libsrt socket of our own (SrtCaller); other schemes through libavformat's protocols.
+        let muxer = try settings.url.lowercased().hasPrefix("srt://")
+            ? SrtCaller.muxer(url: settings.url, defaults: settings.protocolOptions, format: settings.format, timeout: settings.timeout, cancel: cancel)
+            : NetworkMuxer(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel,
+                           protocolOptions: settings.protocolOptions)
         var indices: [Int?] = []
         for s in described {
             indices.append(try s.map { try muxer.addStream($0.parameters, timeBase: $0.timeBase) })
