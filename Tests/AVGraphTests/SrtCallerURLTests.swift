@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import AVGraphNodes
 import XCTest
 

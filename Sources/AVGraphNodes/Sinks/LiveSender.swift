@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import Foundation
 import Synchronization
 

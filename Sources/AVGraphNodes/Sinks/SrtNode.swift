@@ -1,4 +1,5 @@
 import AVGraph
+import AVGraphTransport
 import Foundation
 
 /// `srt`: like `rtmp`, but MPEG-TS over SRT (a libsrt caller socket of our own, `SrtCaller`),

@@ -10,7 +10,7 @@ import Foundation
 /// `srt_epoll_wait` slices that look at the cancel flag; a send blocks at most `slice` at a time
 /// (SRTO_SNDTIMEO) and fails once the peer acknowledged nothing for the timeout
 /// (`checkAcknowledged`); libsrt's own peer-idle check (SRTO_PEERIDLETIMEO) is the backstop.
-final class SrtCaller: MuxerTransport {
+package final class SrtCaller: MuxerTransport {
     private let socket: SRTSOCKET
     private let cancel: CancelFlag
     private let timeout: Double
@@ -21,14 +21,14 @@ final class SrtCaller: MuxerTransport {
     private var acknowledged: Int32 = -1
     private var owedSince = 0.0
     private var lastAckCheck = -Double.infinity
-    static let ackCheck = 0.05
+    package static let ackCheck = 0.05
 
     /// How long one wait lasts before the cancel flag is looked at again.
-    static let slice = 0.1
+    package static let slice = 0.1
 
     /// Connects to `url`'s listener; `timeout` is the sink's unless the URL's `timeout` says
     /// otherwise. Fails with libsrt's reason (the sink's message names the redacted URL).
-    init(_ url: SrtCallerURL, timeout: Double, cancel: CancelFlag) throws {
+    package init(_ url: SrtCallerURL, timeout: Double, cancel: CancelFlag) throws {
         self.cancel = cancel
         self.timeout = url.timeout ?? timeout
         lingerSeconds = url.options.reduce(0) { if case .linger(let s) = $1.value { Double(s) } else { $0 } }
@@ -54,7 +54,7 @@ final class SrtCaller: MuxerTransport {
 
     deinit { close(graceful: false) }
 
-    var uplinkSocket: UplinkSocket? { closed ? nil : .srt(socket) }
+    package var uplinkSocket: UplinkSocket? { closed ? nil : .srt(socket) }
 
     private static func lastError() -> String { String(cString: srt_getlasterror_str()) }
 
@@ -90,7 +90,7 @@ final class SrtCaller: MuxerTransport {
     /// libsrt's own default for a caller (3 s), as libavformat left it, or less with a shorter
     /// timeout: a listener that is not there costs an attempt that long, then the backoff.
     private func connectTimeout(_ url: SrtCallerURL) -> Double { url.connectTimeout ?? min(Self.defaultConnectTimeout, timeout) }
-    static let defaultConnectTimeout = 3.0
+    package static let defaultConnectTimeout = 3.0
 
     private func connect(_ url: SrtCallerURL) throws {
         var hints = addrinfo()
@@ -129,7 +129,7 @@ final class SrtCaller: MuxerTransport {
 
     /// libsrt's reason for a failed call; a listener's own codes (1000 and up: an HTTP status
     /// after 1000, as avgraph's listener and access-control listeners give) named by that status.
-    static func rejection(_ code: Int32) -> String {
+    package static func rejection(_ code: Int32) -> String {
         guard code >= 1000 else { return String(cString: srt_rejectreason_str(code)).lowercased() }
         let status = code - 1000
         let meaning = [400: "bad request", 401: "unauthorized, the stream id or its key", 403: "forbidden", 404: "not found",
@@ -137,7 +137,7 @@ final class SrtCaller: MuxerTransport {
         return "refused by the listener (\(status)\(meaning.map { ": " + $0 } ?? ""))"
     }
 
-    func send(_ bytes: UnsafeRawBufferPointer) throws {
+    package func send(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         let started = Monotonic.now
         try checkAcknowledged(now: started)
@@ -186,7 +186,7 @@ final class SrtCaller: MuxerTransport {
         cancel.wait(seconds: min(lingerSeconds, Double(latency) / 1000 + Self.slice))
     }
 
-    func close(graceful: Bool) {
+    package func close(graceful: Bool) {
         guard !closed else { return }
         closed = true
         if graceful {
@@ -202,7 +202,7 @@ final class SrtCaller: MuxerTransport {
 
     /// A session of the `srt` sink: the caller socket, and libavformat's `format` muxer writing
     /// one SRT live message per 1316 bytes into it. `defaults` are the sink's own URL options.
-    static func muxer(url: String, defaults: [String: String], format: String, timeout: Double, cancel: CancelFlag) throws -> NetworkMuxer {
+    package static func muxer(url: String, defaults: [String: String], format: String, timeout: Double, cancel: CancelFlag) throws -> NetworkMuxer {
         let caller = try SrtCaller(try SrtCallerURL(url, defaults: defaults), timeout: timeout, cancel: cancel)
         return try NetworkMuxer(transport: caller, url: Redaction.url(url), format: format, packetSize: Int(SrtCallerURL.payload), cancel: cancel)
     }
