@@ -8,7 +8,7 @@ import Foundation
 /// from the sequence headers: avcC, hvcC, av1C, vpcC, AAC's AudioSpecificConfig; pts = dts +
 /// composition time) and hands a new sequence header on as new extradata on the next picture
 /// (a phone turned mid-stream: a new size).
-final class FlvTagReader: PacketSource {
+public final class FlvTagReader: PacketSource {
     private struct Tag {
         var type: UInt8
         var time: Int64
@@ -74,6 +74,11 @@ final class FlvTagReader: PacketSource {
         guard offset >= 9, try fill(offset + 4) else { throw MediaError("\(name): the FLV stream ended in its header") }
         position = offset + 4
         try probe()
+    }
+
+    /// A reader without a data hook (the unit tests').
+    public convenience init(name: String, warn: @escaping (String) -> Void, read: @escaping (UnsafeMutableRawBufferPointer) -> Int) throws {
+        try self.init(name: name, warn: warn, onData: nil, read: read)
     }
 
     private func probe() throws {
@@ -145,11 +150,11 @@ final class FlvTagReader: PacketSource {
 
     // MARK: PacketSource
 
-    func bestStream(_ type: AVMediaType) -> Int? {
+    public func bestStream(_ type: AVMediaType) -> Int? {
         (type == AVMEDIA_TYPE_VIDEO ? video : type == AVMEDIA_TYPE_AUDIO ? audio : nil)?.index
     }
 
-    func parameters(_ stream: Int) -> UnsafePointer<AVCodecParameters> {
+    public func parameters(_ stream: Int) -> UnsafePointer<AVCodecParameters> {
         UnsafePointer((video?.index == stream ? video! : audio!).parameters.pointer)
     }
 
@@ -157,7 +162,7 @@ final class FlvTagReader: PacketSource {
 
     func orientation(_ stream: Int) -> Orientation { .up }
 
-    func read(into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool {
+    public func read(into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool {
         while true {
             while pendingHead < pending.count {
                 let item = pending[pendingHead]

@@ -2,7 +2,7 @@ import Foundation
 
 /// The video codecs avgraph's RTMP server takes: legacy FLV's AVC (codec id 7) and HEVC (12, as
 /// Chinese CDNs and some phone apps send it), and Enhanced RTMP's FourCC codecs.
-enum FlvVideoCodec: String, CaseIterable, Sendable {
+public enum FlvVideoCodec: String, CaseIterable, Sendable {
     case h264 = "avc1", hevc = "hvc1", av1 = "av01", vp9 = "vp09"
 
     /// Codecs whose coded frames carry a composition time and length-prefixed NAL units.

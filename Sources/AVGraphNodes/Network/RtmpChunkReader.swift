@@ -1,23 +1,27 @@
 import Foundation
 
 /// One RTMP message, reassembled from its chunks.
-struct RtmpMessage: Sendable {
-    var type: UInt8
-    var streamID: UInt32
+public struct RtmpMessage: Sendable {
+    public var type: UInt8
+    public var streamID: UInt32
     /// Milliseconds, absolute (deltas already added up), as RTMP's 32 bits.
-    var timestamp: UInt32
-    var payload: [UInt8]
+    public var timestamp: UInt32
+    public var payload: [UInt8]
+
+    public init(type: UInt8, streamID: UInt32, timestamp: UInt32, payload: [UInt8]) {
+        (self.type, self.streamID, self.timestamp, self.payload) = (type, streamID, timestamp, payload)
+    }
 }
 
-struct RtmpProtocolError: Error, CustomStringConvertible {
-    var description: String
+public struct RtmpProtocolError: Error, CustomStringConvertible {
+    public var description: String
     init(_ d: String) { description = d }
 }
 
 /// The chunk stream a peer sends after the handshake, parsed incrementally: bytes in as they
 /// arrive, whole messages out. Every size it holds is bounded (message length, open chunk
 /// streams, bytes buffered), so a peer can make it hold little more than `maxMessageSize`.
-final class RtmpChunkReader {
+public final class RtmpChunkReader {
     enum MessageType {
         static let setChunkSize: UInt8 = 1, abort: UInt8 = 2, acknowledgement: UInt8 = 3, userControl: UInt8 = 4
         static let windowAckSize: UInt8 = 5, setPeerBandwidth: UInt8 = 6, audio: UInt8 = 8, video: UInt8 = 9
@@ -48,10 +52,10 @@ final class RtmpChunkReader {
     /// Bytes read so far (for Acknowledgement).
     private(set) var received: UInt64 = 0
 
-    init(maxMessageSize: Int) { self.maxMessageSize = maxMessageSize }
+    public init(maxMessageSize: Int) { self.maxMessageSize = maxMessageSize }
 
     /// Parses what `bytes` completes; throws on anything that is not RTMP's chunk stream.
-    func feed(_ bytes: UnsafeRawBufferPointer) throws(RtmpProtocolError) -> [RtmpMessage] {
+    public func feed(_ bytes: UnsafeRawBufferPointer) throws(RtmpProtocolError) -> [RtmpMessage] {
         received += UInt64(bytes.count)
         buffer.append(contentsOf: bytes)
         var messages: [RtmpMessage] = []

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a listening RTMP source admits: the URL's application, the keys, the bounds.
-struct RtmpPolicy: Sendable {
+public struct RtmpPolicy: Sendable {
     var app: String
     var keys: PublisherKeys
     var maxWidth = 3840
@@ -22,29 +22,37 @@ struct RtmpPolicy: Sendable {
     }
 }
 
+extension RtmpPolicy {
+    /// A policy admitting `keys` on application `app` (the unit tests' server); in an extension,
+    /// so the memberwise initializer stays.
+    public init(app: String, keys: [String]) throws {
+        self.init(app: app, keys: try PublisherKeys(keys: keys, file: nil, environment: [:], urlKey: nil))
+    }
+}
+
 /// The server side of one RTMP connection, without the socket: bytes from the peer in, bytes
 /// to send and FLV bytes (once a publisher is admitted) out. The simple handshake, the chunk
 /// stream, the commands a publisher sends (connect, releaseStream, FCPublish, createStream,
 /// publish) and its audio, video and data messages as FLV tags.
-final class RtmpConnection {
-    enum Phase: Equatable { case handshake, handshakeAck, commands, publishing, ended }
+public final class RtmpConnection {
+    public enum Phase: Equatable { case handshake, handshakeAck, commands, publishing, ended }
 
     let policy: RtmpPolicy
-    private(set) var phase = Phase.handshake
+    public private(set) var phase = Phase.handshake
     /// Bytes to send to the peer.
-    var output: [UInt8] = []
+    public var output: [UInt8] = []
     /// FLV (header, then tags) of the admitted publisher, not yet taken.
-    var flv: [UInt8] = []
+    public var flv: [UInt8] = []
     /// Set when the connection is refused (the peer's fault): why, for a warning. Close after sending `output`.
-    private(set) var refusal: String?
+    public private(set) var refusal: String?
     /// The publisher's first media passed the bounds: its session can start.
     private(set) var ready = false
     /// Set by the server: another publisher holds the source (this one is refused).
     var othersPublishing = false
     /// The publish command was accepted (the key, and no other publisher).
-    private(set) var admitted = false
+    public private(set) var admitted = false
     /// The peer asked to stop publishing (deleteStream, FCUnpublish).
-    var finished: Bool { phase == .ended && refusal == nil }
+    public var finished: Bool { phase == .ended && refusal == nil }
 
     private var handshake: [UInt8] = []
     private let chunks = RtmpChunkReader(maxMessageSize: 64 * 1024)
@@ -60,10 +68,10 @@ final class RtmpConnection {
     private var recentPictures: [UInt32] = []
     static let maxMessageSize = 0xFF_FFFF
 
-    init(policy: RtmpPolicy) { self.policy = policy }
+    public init(policy: RtmpPolicy) { self.policy = policy }
 
     /// Bytes from the peer. After a refusal or the end, nothing more is read.
-    func receive(_ bytes: UnsafeRawBufferPointer) {
+    public func receive(_ bytes: UnsafeRawBufferPointer) {
         guard phase != .ended else { return }
         if phase == .handshake || phase == .handshakeAck {
             let used = min(bytes.count, (phase == .handshake ? 1537 : 1536) - handshake.count)
@@ -98,7 +106,7 @@ final class RtmpConnection {
     /// one sent once it has caught up says the same. Due once the bytes read cross a multiple of
     /// the window (not a window after the last ack, which would drift past the publisher's
     /// boundaries and keep an ack waiting for its next picture).
-    func acknowledgeIfDue() {
+    public func acknowledgeIfDue() {
         guard phase == .commands || phase == .publishing, chunks.received / ackWindow > acknowledged / ackWindow else { return }
         acknowledged = chunks.received
         send(RtmpMessage(type: RtmpChunkReader.MessageType.acknowledgement, streamID: 0, timestamp: 0,

@@ -27,6 +27,8 @@ final class LiveSender: Sendable {
         /// Seconds without progress after which a connection counts as gone.
         var timeout: Double
         var realtime: Bool
+        /// What opens each session: libavformat (SRT) or avgraph's RTMP client.
+        var session: LiveSessionKind = .muxer
     }
 
     struct Item: Sendable {
@@ -239,9 +241,8 @@ final class LiveSender: Sendable {
             guard waitForStreams() else { return }
             do {
                 if attempt == 0 && lostAt == nil { out.report(state: "connecting") }
-                let session = try connect()
-                let muxer = session.0
-                let uplink = muxer.uplinkSocket
+                let session = try connect(node: out.nodeName)
+                let uplink = session.uplinkSocket
                 if case .tcp(let fd)? = uplink { Self.keepBacklogQueued(fd) }
                 shared.withLockWakingAll { s in
                     s.connected = true
@@ -259,16 +260,16 @@ final class LiveSender: Sendable {
                 do {
                     try send(session)
                     forgetSocket()
-                    try muxer.finish()
+                    try session.finish()
                     out.report(state: "ended")
                     return
                 } catch is Cancelled {
                     forgetSocket()
-                    muxer.close()
+                    session.close()
                     return
                 } catch {
                     forgetSocket()
-                    muxer.close()
+                    session.close()
                     let stop = shared.withLockWakingAll { s in
                         s.connected = false
                         return s.ending
@@ -282,6 +283,12 @@ final class LiveSender: Sendable {
                 }
             } catch {
                 if cancel.isCancelled { return }
+                if let refused = error as? LiveSessionRefused {
+                    // Another attempt would be refused the same way.
+                    shared.withLockWakingAll { $0.failure = MediaError(refused.description) }
+                    out.report(state: "failed")
+                    return
+                }
                 lostAt = lostAt ?? Date()
                 let stop = shared.withLock { $0.ending }
                 if stop {
@@ -327,21 +334,20 @@ final class LiveSender: Sendable {
     }
 
     /// A new session: connect, one stream per input that delivered media, the header.
-    private func connect() throws -> (NetworkMuxer, [Int?]) {
+    private func connect(node: String) throws -> any LiveSession {
         let described = shared.withLock { $0.streams }
-        let muxer = try NetworkMuxer(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel,
-                                     protocolOptions: settings.protocolOptions)
-        var indices: [Int?] = []
-        for s in described {
-            indices.append(try s.map { try muxer.addStream($0.parameters, timeBase: $0.timeBase) })
+        switch settings.session {
+        case .muxer:
+            return try MuxerLiveSession(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel,
+                                        protocolOptions: settings.protocolOptions, muxerOptions: settings.muxerOptions, streams: described)
+        case .rtmp(let trusted):
+            return try RtmpLiveSession(url: settings.url, node: node, streams: described, timeout: settings.timeout,
+                                       trustedCertificates: trusted, cancel: cancel)
         }
-        try muxer.writeHeader(options: settings.muxerOptions)
-        return (muxer, indices)
     }
 
     /// Sends queued packets in order until the run ends and the queue is empty.
-    private func send(_ session: (NetworkMuxer, [Int?])) throws {
-        let (muxer, indices) = session
+    private func send(_ session: any LiveSession) throws {
         var startedOnKeyframe = false
         let (cancel, isVideoInput) = (cancel, isVideoInput)
         while true {
@@ -358,9 +364,8 @@ final class LiveSender: Sendable {
                 return nil
             }!
             guard let item = next else { return }
-            guard let index = indices[item.input] else { continue }
             let bytes = item.packet.byteCount
-            try muxer.write(item.packet.av, timeBase: item.packet.timeBase, stream: index)
+            try session.write(item.packet, input: item.input)
             shared.withLock { s in
                 s.sentBytes += bytes
                 if !item.isVideo { s.sentAudioBytes += bytes }
