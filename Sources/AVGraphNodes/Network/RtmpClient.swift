@@ -6,11 +6,12 @@ import NIOSSL
 
 /// An `RtmpPublishSession` on a socket, for one thread that may block (a live sink's sender):
 /// the socket is opened by `TcpConnector` and handed to SwiftNIO (TLS first for `rtmps://`),
-/// which reads and writes it on an event loop of the process's shared group. The sender blocks
-/// only while what it sent has not left: past NIO's high water mark it waits for the channel
-/// to drain, so what is in flight stays bounded (and the media waits in the sink's queue, where
-/// its drop policy reaches it). A cancel ends any wait within 100 ms; a server that takes
-/// nothing for `timeout` seconds ends the session with an error.
+/// which reads and writes it on an event loop of the process's shared group. The sender hands
+/// a message over only once everything before it has gone into the socket (as a blocking
+/// write did): what waits beyond the kernel's 32 kB unsent (`TCP_NOTSENT_LOWAT`) and one
+/// message waits in the sink's queue, where it is measured for the adaptive bitrate and its
+/// drop policy reaches it. A cancel ends any wait within 100 ms; a server that takes nothing
+/// (not a byte of the message into the socket) for `timeout` seconds ends the session with an error.
 final class RtmpClient: Sendable {
     struct Options: Sendable {
         var timeout: Double
@@ -28,8 +29,6 @@ final class RtmpClient: Sendable {
 
     struct State {
         var session: RtmpPublishSession
-        /// NIO's channel is under its high water mark.
-        var writable = true
         /// Why the connection ended, once it has (the server closed it, TLS failed...).
         var ended: String?
         /// Bytes handed to the channel, and of those written to the socket.
@@ -37,9 +36,9 @@ final class RtmpClient: Sendable {
         var written = 0
     }
 
-    /// NIO's pending writes between these marks: small, because the adaptive bitrate measures the
-    /// backlog in the sink's queue and the kernel's unsent bytes, not here.
-    static let lowWater = 16 * 1024, highWater = 32 * 1024
+    /// Writes are handed to NIO in pieces of this size: each one written is progress, so a big
+    /// keyframe on a narrow uplink is not taken for a server gone silent.
+    static let piece = 16 * 1024
 
     let shared: ConditionLock<State>
     private let channel: Channel
@@ -78,7 +77,6 @@ final class RtmpClient: Sendable {
         let isAddress = inet_pton(AF_INET, address.host, &v4) == 1 || inet_pton(AF_INET6, address.host, &v6) == 1
         let hostname = isAddress ? nil : address.host
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelOption(ChannelOptions.writeBufferWaterMark, value: .init(low: Self.lowWater, high: Self.highWater))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: hostname)) }
@@ -100,17 +98,23 @@ final class RtmpClient: Sendable {
     /// Whether the server takes `fourCC` as Enhanced RTMP video (its connect result).
     func serverTakes(_ fourCC: String) -> Bool { shared.withLock { $0.session.serverTakes(fourCC) } }
 
-    /// Waits until `ready` holds, in 100 ms slices (a cancel), at most `timeout` seconds.
+    /// Waits until `ready` holds, in 100 ms slices (a cancel), at most `timeout` seconds without
+    /// progress (bytes written to the socket).
     private func wait(_ what: String, _ ready: @Sendable (inout State) -> Bool) throws {
         try wait(what, endedIsFine: false, ready)
     }
 
     /// `endedIsFine`: `ready` is asked first, so a server that hangs up once it has everything is no failure.
     private func wait(_ what: String, endedIsFine: Bool, _ ready: @Sendable (inout State) -> Bool) throws {
-        let deadline = Monotonic.now + options.timeout
+        var deadline = Monotonic.now + options.timeout
         let (cancel, timeout) = (cancel, options.timeout)
+        var progress = shared.withLock { $0.written }
         while true {
             let done = try shared.wait(until: min(deadline, Monotonic.now + 0.1)) { s -> Bool? in
+                if s.written != progress {
+                    progress = s.written
+                    deadline = Monotonic.now + timeout
+                }
                 if endedIsFine && ready(&s) { return true }
                 if let failure = s.session.failure { throw Failure(description: failure.description) }
                 if let ended = s.ended { throw Failure(description: ended) }
@@ -119,15 +123,16 @@ final class RtmpClient: Sendable {
             if done == true { return }
             if cancel.isCancelled { throw Failure(description: "cancelled") }
             if Monotonic.now >= deadline {
-                throw Failure(description: "the server answered nothing for \(Int(timeout)) s (while \(what))")
+                throw Failure(description: what == "sending" ? "the server took nothing for \(Int(timeout)) s"
+                                                             : "the server answered nothing for \(Int(timeout)) s (while \(what))")
             }
         }
     }
 
-    /// Sends an audio (8), video (9) or data (18) message; blocks while the channel holds more
-    /// than its high water mark.
+    /// Sends an audio (8), video (9) or data (18) message; blocks until what was sent before it
+    /// has gone into the socket.
     func send(type: UInt8, timestamp: UInt32, payload: [UInt8]) throws {
-        try wait("sending") { $0.writable && $0.session.output.count < Self.highWater }
+        try wait("sending") { $0.session.output.isEmpty && $0.written >= $0.handed }
         shared.withLock { $0.session.send(type: type, timestamp: timestamp, payload: payload) }
         flushSoon()
     }

@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 
 /// The client's end of the pipeline, on the channel's loop: the server's bytes into the
-/// session, the session's answers out, and what the sender waits for (writability, the end).
+/// session, the session's answers out, and what the sender waits for (bytes written, the end).
 final class RtmpClientHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -20,12 +20,6 @@ final class RtmpClientHandler: ChannelInboundHandler {
         let buffer = unwrapInboundIn(data)
         shared.withLockWakingAll { s in buffer.withUnsafeReadableBytes { s.session.receive($0) } }
         Self.flush(context.channel, shared)
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        let writable = context.channel.isWritable
-        shared.withLockWakingAll { $0.writable = writable }
-        context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -47,10 +41,14 @@ final class RtmpClientHandler: ChannelInboundHandler {
             s.handed += out.count
             return out
         }
-        guard !bytes.isEmpty else { return }
-        let n = bytes.count
-        channel.writeAndFlush(channel.allocator.buffer(bytes: bytes)).whenComplete { _ in
-            shared.withLockWakingAll { $0.written += n }
+        var at = 0
+        while at < bytes.count {
+            let n = min(RtmpClient.piece, bytes.count - at)
+            channel.write(channel.allocator.buffer(bytes: bytes[at..<at + n])).whenComplete { _ in
+                shared.withLockWakingAll { $0.written += n }
+            }
+            at += n
         }
+        if !bytes.isEmpty { channel.flush() }
     }
 }
