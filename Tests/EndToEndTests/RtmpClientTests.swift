@@ -105,6 +105,37 @@ final class RtmpClientTests: XCTestCase {
         XCTAssertEqual(decode.status, 0, decode.stderr)
     }
 
+    /// `h265` encoding (x265: Annex B parameter sets, B-frames) pushed as Enhanced RTMP: the
+    /// sink makes the hvcC itself; FFmpeg 8.1 receives every picture and decodes it cleanly.
+    func testH265EncodedInTheRunIsSentAsEnhancedRtmpAndFfmpegDecodesIt() throws {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        let receiver = try pyAvReceiver(dir, port: port, output: dir + "/received.mkv")
+        XCTAssertTrue(waitListening(port), "PyAV listens")
+        CLI.write("""
+        pipeline: h265-out
+        realtime: true
+        nodes:
+          screen: {type: testsrc, size: 640x360, rate: 30}
+          tone:   {type: tone, freq: 440, rate: 48000, channels: 2}
+          video:  {type: h265, in: screen, bitrate: 1M, bframes: 2}
+          audio:  {type: aac, in: tone}
+          out:    {type: rtmp, in: [video, audio], url: "rtmp://127.0.0.1:\(port)/live/x"}
+        """, to: dir + "/p.pipe")
+        let run = try CLI.run(["run", dir + "/p.pipe", "--duration", "4s", "--events", "json"], cwd: dir, timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        receiver.waitUntilExit()
+        let probe = try CLI.probe(dir + "/received.mkv")
+        let v = try XCTUnwrap(CLI.stream(probe, "video"))
+        XCTAssertEqual(v["codec_name"] as? String, "hevc")
+        XCTAssertEqual([v["width"] as? Int, v["height"] as? Int], [640, 360])
+        let frames = try CLI.videoFrameTimes(dir + "/received.mkv").count
+        print("h265 out: \(frames) pictures received of 4 s at 30 fps")
+        XCTAssertEqual(Double(frames), 120, accuracy: 4, "pictures")
+        let decode = try Tool.run(["ffmpeg", "-v", "error", "-xerror", "-i", dir + "/received.mkv", "-f", "null", "-"])
+        XCTAssertEqual(decode.status, 0, decode.stderr)
+    }
+
     /// A certificate for 127.0.0.1 (as its subject alternative name, which TLS clients check).
     private func certificate(_ dir: String) throws -> (cert: String, key: String) {
         let cert = dir + "/server.pem", key = dir + "/server.key"
