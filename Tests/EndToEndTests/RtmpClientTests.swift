@@ -105,7 +105,7 @@ final class RtmpClientTests: XCTestCase {
         XCTAssertEqual(decode.status, 0, decode.stderr)
     }
 
-    /// `h265` encoding (x265: Annex B parameter sets, B-frames) pushed as Enhanced RTMP: the
+    /// `h265` encoding (x265: Annex B parameter sets) pushed as Enhanced RTMP: the
     /// sink makes the hvcC itself; FFmpeg 8.1 receives every picture and decodes it cleanly.
     func testH265EncodedInTheRunIsSentAsEnhancedRtmpAndFfmpegDecodesIt() throws {
         let dir = CLI.scratch()
@@ -118,7 +118,7 @@ final class RtmpClientTests: XCTestCase {
         nodes:
           screen: {type: testsrc, size: 640x360, rate: 30}
           tone:   {type: tone, freq: 440, rate: 48000, channels: 2}
-          video:  {type: h265, in: screen, bitrate: 1M, bframes: 2}
+          video:  {type: h265, in: screen, bitrate: 1M}
           audio:  {type: aac, in: tone}
           out:    {type: rtmp, in: [video, audio], url: "rtmp://127.0.0.1:\(port)/live/x"}
         """, to: dir + "/p.pipe")
