@@ -238,6 +238,47 @@ final class RtmpPublishSessionTests: XCTestCase {
         XCTAssertTrue(zip(got, pictures).allSatisfy { $0.cts == $1.cts && $0.key == $1.key && $0.units == $1.units }, "each picture as sent")
     }
 
+    /// AMF0 as a server writes it: strings, numbers, objects, strict arrays (what a connect result holds).
+    private func amf(_ values: [Any]) -> [UInt8] {
+        func string(_ s: String) -> [UInt8] { let b = Array(s.utf8); return [UInt8(b.count >> 8), UInt8(b.count & 0xFF)] + b }
+        var out: [UInt8] = []
+        for v in values {
+            switch v {
+            case let s as String: out += [2] + string(s)
+            case let n as Double: out += [0] + withUnsafeBytes(of: n.bitPattern.bigEndian, Array.init)
+            case let list as [String]: out += [0x0A, 0, 0, 0, UInt8(list.count)] + list.flatMap { [2] + string($0) }
+            case let pairs as KeyValuePairs<String, Any>: out += [3] + pairs.flatMap { string($0.key) + amf([$0.value]) } + [0, 0, 9]
+            default: XCTFail("\(v)")
+            }
+        }
+        return out
+    }
+
+    /// The connect result a server sends (after S0, S1, S2), with or without Enhanced RTMP's codec list.
+    private func connected(_ properties: KeyValuePairs<String, Any>) throws -> RtmpPublishSession {
+        let client = RtmpPublishSession(address: try RtmpAddress("rtmp://127.0.0.1/live/phone"))
+        client.output = []
+        let writer = RtmpChunkStreamWriter()
+        let result = amf(["_result", 1.0, properties, ["code": "NetConnection.Connect.Success"] as KeyValuePairs<String, Any>])
+        let bytes = [3] + [UInt8](repeating: 0, count: 3072) + writer.chunks(RtmpMessage(type: 20, streamID: 0, timestamp: 0, payload: result), csid: 3)
+        bytes.withUnsafeBytes { client.receive($0) }
+        XCTAssertNil(client.failure)
+        XCTAssertEqual(client.phase, .commands)
+        XCTAssertGreaterThan(client.output.count, 1536 + 100, "C2, connect, then releaseStream, FCPublish, createStream")
+        return client
+    }
+
+    /// HEVC goes to a server that lists hvc1, or that lists nothing; never to one that lists its codecs without it.
+    func testHevcGoesOnlyToAServerThatListsHvc1OrListsNothing() throws {
+        XCTAssertFalse(try connected(["fmsVer": "FMS/3,0,1,123", "fourCcList": ["av01", "avc1"]]).serverTakes("hvc1"))
+        XCTAssertTrue(try connected(["fmsVer": "FMS/3,0,1,123", "fourCcList": ["av01", "avc1"]]).serverTakes("avc1"))
+        XCTAssertTrue(try connected(["fmsVer": "FMS/3,0,1,123", "fourCcList": ["hvc1"]]).serverTakes("hvc1"))
+        XCTAssertTrue(try connected(["fmsVer": "FMS/3,0,1,123", "fourCcList": ["*"]]).serverTakes("hvc1"))
+        let silent = try connected(["fmsVer": "FMS/3,0,1,123", "capabilities": 31.0])
+        XCTAssertNil(silent.serverVideoFourCCs)
+        XCTAssertTrue(silent.serverTakes("hvc1"), "a server that says nothing of Enhanced RTMP is sent it (as FFmpeg 8 does)")
+    }
+
     func testAddressesAreReadAsFfmpegReadsThem() throws {
         let a = try RtmpAddress("rtmps://user@live.example.com/app/inst/key?t=1/2")
         XCTAssertEqual([a.host, a.app, a.stream], ["live.example.com", "app/inst", "key?t=1/2"])

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// An `RtmpPublishSession` on a socket, for one thread that may block (a live sink's sender):
 /// the socket is opened by `TcpConnector` and handed to SwiftNIO (TLS first for `rtmps://`),
@@ -46,6 +47,8 @@ final class RtmpClient: Sendable {
     let probe: Int32
     private let options: Options
     private let cancel: CancelFlag
+    /// `close` runs once: the probe descriptor must not be closed twice (by then its number may be another socket's).
+    private let closed = Mutex(false)
 
     /// Connects, handshakes and publishes to `address`: returns once the server said
     /// `NetStream.Publish.Start`; throws the server's reason when it refuses.
@@ -154,6 +157,7 @@ final class RtmpClient: Sendable {
 
     /// Hangs up at once. The probe descriptor closes here: the caller has stopped reading it.
     func close() {
+        guard closed.withLock({ c in defer { c = true }; return !c }) else { return }
         channel.close(promise: nil)
         Glibc.close(probe)
     }
