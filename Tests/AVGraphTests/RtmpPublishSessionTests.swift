@@ -59,7 +59,7 @@ final class RtmpPublishSessionTests: XCTestCase {
         XCTAssertEqual(client.phase, .publishing, "\(client.failure?.description ?? "")")
         XCTAssertTrue(server.admitted)
         XCTAssertTrue(client.serverTakes("hvc1"), "our server lists hvc1: \(client.serverVideoFourCCs ?? [])")
-        let record = try FlvRecords.avc([0, 0, 0, 1] + Self.sps + [0, 0, 0, 1] + Self.pps, node: "out")
+        let record = try FlvRecords.avc([0, 0, 0, 1] + Self.sps + [0, 0, 0, 1] + Self.pps)
         let aac: [UInt8] = [0x11, 0x90]  // AAC LC, 48 kHz, stereo
         client.send(type: 18, timestamp: 0, payload: FlvTagWriter.metadata(video: (.h264, 640, 360, 0), audio: (48000, 2)))
         client.send(type: 9, timestamp: 0, payload: FlvTagWriter.videoSequenceStart(.h264, record: record))
@@ -172,12 +172,12 @@ final class RtmpPublishSessionTests: XCTestCase {
     }
 
     func testAnnexBParameterSetsBecomeAnAvcRecordAndARecordStaysAsItIs() throws {
-        let record = try FlvRecords.avc([0, 0, 0, 1] + Self.sps + [0, 0, 1] + Self.pps + [0, 0], node: "out")
+        let record = try FlvRecords.avc([0, 0, 0, 1] + Self.sps + [0, 0, 1] + Self.pps + [0, 0])
         // Version, the SPS's profile, compatibility and level, 4-byte lengths, one SPS, one PPS.
         XCTAssertEqual(record, [1, 0x42, 0xC0, 0x1E, 0xFF, 0xE1, 0, UInt8(Self.sps.count)] + Self.sps + [1, 0, UInt8(Self.pps.count)] + Self.pps)
-        XCTAssertEqual(try FlvRecords.avc(record, node: "out"), record, "a record goes as it is")
-        XCTAssertThrowsError(try FlvRecords.avc([0, 0, 0, 1] + Self.pps, node: "out")) { error in
-            XCTAssertTrue("\(error)".contains("'out'"), "\(error)")
+        XCTAssertEqual(try FlvRecords.avc(record), record, "a record goes as it is")
+        XCTAssertThrowsError(try FlvRecords.avc([0, 0, 0, 1] + Self.pps)) { error in
+            XCTAssertTrue("\(error)".contains("no SPS and PPS"), "\(error)")
         }
         // A picture's NAL units behind 4-byte lengths (a 3- and a 4-byte start code).
         let units = FlvRecords.lengthPrefixed(annexB: ([0, 0, 0, 1, 0x06, 5] + [0, 0, 1, 0x65, 1, 2, 3])[...])
@@ -202,11 +202,11 @@ final class RtmpPublishSessionTests: XCTestCase {
 
     func testHevcParameterSetsBecomeTheHvcCFfmpegWritesAndTravelAsEnhancedRtmpToOurServer() throws {
         let annexB: [UInt8] = Self.hevcSets.flatMap { [0, 0, 0, 1] + $0 }
-        let record = try FlvRecords.hevc(annexB, node: "out")
+        let record = try FlvRecords.hevc(annexB)
         var expected = Self.ffmpegHeader
         for (type, set) in zip([0xA0, 0xA1, 0xA2] as [UInt8], Self.hevcSets) { expected += [type, 0, 1, 0, UInt8(set.count)] + set }
         XCTAssertEqual(record, expected, "the record FFmpeg writes for the same parameter sets")
-        XCTAssertEqual(try FlvRecords.hevc(record, node: "out"), record)
+        XCTAssertEqual(try FlvRecords.hevc(record), record)
 
         let client = RtmpPublishSession(address: try RtmpAddress("rtmp://127.0.0.1/live/phone"))
         let server = try server()

@@ -241,7 +241,7 @@ final class LiveSender: Sendable {
             guard waitForStreams() else { return }
             do {
                 if attempt == 0 && lostAt == nil { out.report(state: "connecting") }
-                let session = try connect(node: out.nodeName)
+                let session = try connect()
                 let uplink = session.uplinkSocket
                 if case .tcp(let fd)? = uplink { Self.keepBacklogQueued(fd) }
                 shared.withLockWakingAll { s in
@@ -334,14 +334,14 @@ final class LiveSender: Sendable {
     }
 
     /// A new session: connect, one stream per input that delivered media, the header.
-    private func connect(node: String) throws -> any LiveSession {
+    private func connect() throws -> any LiveSession {
         let described = shared.withLock { $0.streams }
         switch settings.session {
         case .muxer:
             return try MuxerLiveSession(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel,
                                         protocolOptions: settings.protocolOptions, muxerOptions: settings.muxerOptions, streams: described)
         case .rtmp(let trusted):
-            return try RtmpLiveSession(url: settings.url, node: node, streams: described, timeout: settings.timeout,
+            return try RtmpLiveSession(url: settings.url, streams: described, timeout: settings.timeout,
                                        trustedCertificates: trusted, cancel: cancel)
         }
     }

@@ -16,30 +16,29 @@ final class RtmpLiveSession: LiveSession {
     private let client: RtmpClient
     private var tracks: [Track] = []
     private let streams: [EncodedStream?]
-    private let node: String
     /// Milliseconds taken off every time so none is negative (an encoder's first decode times).
     private var base: Int64?
 
-    init(url: String, node: String, streams: [EncodedStream?], timeout: Double, trustedCertificates: String?, cancel: CancelFlag) throws {
+    /// Errors are the run's under the sink's name (the runtime says it): none names the node again.
+    init(url: String, streams: [EncodedStream?], timeout: Double, trustedCertificates: String?, cancel: CancelFlag) throws {
         let address: RtmpAddress
         do { address = try RtmpAddress(url) } catch { throw LiveSessionRefused(description: "'\(Redaction.url(url))': \(error)") }
         self.streams = streams
-        self.node = node
         // The records are checked before connecting: a stream RTMP cannot carry is no network error.
         var described: [Track] = []
         for s in streams {
             guard let s else { described.append(.none); continue }
             switch s.codecName {
-            case "h264": described.append(.video(.h264, record: try FlvRecords.avc(s.extradata, node: node), annexB: s.extradata.first != 1))
-            case "hevc": described.append(.video(.hevc, record: try FlvRecords.hevc(s.extradata, node: node), annexB: s.extradata.first != 1))
+            case "h264": described.append(.video(.h264, record: try FlvRecords.avc(s.extradata), annexB: s.extradata.first != 1))
+            case "hevc": described.append(.video(.hevc, record: try FlvRecords.hevc(s.extradata), annexB: s.extradata.first != 1))
             case "aac": described.append(.audio(config: s.extradata.isEmpty ? nil : s.extradata))
-            default: throw LiveSessionRefused(description: "'\(node)': RTMP carries H.264, HEVC and AAC here, not \(s.codecName)")
+            default: throw LiveSessionRefused(description: "RTMP carries H.264, HEVC and AAC here, not \(s.codecName)")
             }
         }
         client = try RtmpClient(address, options: RtmpClient.Options(timeout: timeout, trustedCertificates: trustedCertificates), cancel: cancel)
         for case .video(let codec, _, _) in described where codec == .hevc && !client.serverTakes(codec.rawValue) {
             client.close()
-            throw LiveSessionRefused(description: "'\(node)': the server at \(Redaction.url(url)) lists the codecs it takes (Enhanced RTMP's fourCcList) "
+            throw LiveSessionRefused(description: "the server at \(Redaction.url(url)) lists the codecs it takes (Enhanced RTMP's fourCcList) "
                                      + "without hvc1: it cannot take HEVC; encode with h264 for it")
         }
         tracks = described
@@ -57,7 +56,7 @@ final class RtmpLiveSession: LiveSession {
         switch tracks[input] {
         case .video(let codec, let record, let annexB):
             if let fresh = packet.newExtradata {
-                let next = codec == .h264 ? try FlvRecords.avc(fresh, node: node) : try FlvRecords.hevc(fresh, node: node)
+                let next = codec == .h264 ? try FlvRecords.avc(fresh) : try FlvRecords.hevc(fresh)
                 if next != record {
                     tracks[input] = .video(codec, record: next, annexB: annexB)
                     try client.send(type: 9, timestamp: time, payload: FlvTagWriter.videoSequenceStart(codec, record: next))
