@@ -133,26 +133,4 @@ static inline void avg_mapping_unguard(int slot) {
     avg_sigbus()->mappings[slot].base = 0;
 }
 
-/* The socket under a network output (avio_open2 of rtmp://, srt://), so a live sink can read its
-   uplink from the kernel (TCP_INFO) or libsrt (srt_bstats). libavformat has no public call for it:
-   this walks the first fields of its private protocol contexts, unchanged since FFmpeg 2.x
-   (URLContext: class, prot, priv_data; RTMPContext: class, stream; TCPContext and SRTContext:
-   class, fd), and checks each protocol by name. -1 for anything else (rtmps:// through tls). */
-enum { AVG_SOCKET_NONE = 0, AVG_SOCKET_TCP = 1, AVG_SOCKET_SRT = 2 };
-struct avg_url_head { const AVClass *av_class; const struct { const char *name; } *prot; void *priv_data; };
-struct avg_class_fd { const AVClass *av_class; int fd; };
-struct avg_class_stream { const AVClass *av_class; const struct avg_url_head *stream; };
-static inline int avg_avio_socket(const AVIOContext *pb, int *kind) {
-    *kind = AVG_SOCKET_NONE;
-    const struct avg_url_head *h = pb ? (const struct avg_url_head *)pb->opaque : NULL;
-    for (int depth = 0; depth < 3 && h && h->prot && h->prot->name && h->priv_data; depth++) {
-        const char *name = h->prot->name;
-        if (strcmp(name, "tcp") == 0) { *kind = AVG_SOCKET_TCP; return ((const struct avg_class_fd *)h->priv_data)->fd; }
-        if (strcmp(name, "srt") == 0) { *kind = AVG_SOCKET_SRT; return ((const struct avg_class_fd *)h->priv_data)->fd; }
-        if (strcmp(name, "rtmp") != 0) return -1;
-        h = ((const struct avg_class_stream *)h->priv_data)->stream;
-    }
-    return -1;
-}
-
 #endif

@@ -140,19 +140,12 @@ public final class NetworkMuxer {
         }
     }
 
-    /// The socket the stream leaves by, for reading how the uplink copes (TCP_INFO, srt_bstats);
-    /// nil where libavformat's layers are not known (rtmps:// through TLS). Valid until `close`.
+    /// The socket the stream leaves by, for reading how the uplink copes (TCP_INFO, srt_bstats):
+    /// the transport's own (the `srt` sink's libsrt socket); nil for a URL libavformat opened
+    /// itself, whose socket is private to it. Valid until `close`.
     public var uplinkSocket: UplinkSocket? {
         guard !closed else { return nil }
-        if let custom { return custom.link.transport.uplinkSocket }
-        var kind: Int32 = 0
-        let fd = avg_avio_socket(context.pointee.pb, &kind)
-        guard fd >= 0 else { return nil }
-        switch Int(kind) {
-        case AVG_SOCKET_TCP: return .tcp(fd)
-        case AVG_SOCKET_SRT: return .srt(fd)
-        default: return nil
-        }
+        return custom?.link.transport.uplinkSocket
     }
 
     public func addStream(_ parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational) throws -> Int {

@@ -28,6 +28,8 @@ final class LiveSender: Sendable {
         /// Seconds without progress after which a connection counts as gone.
         var timeout: Double
         var realtime: Bool
+        /// What opens each session: libavformat (SRT) or avgraph's RTMP client.
+        var session: LiveSessionKind = .muxer
     }
 
     struct Item: Sendable {
@@ -241,8 +243,7 @@ final class LiveSender: Sendable {
             do {
                 if attempt == 0 && lostAt == nil { out.report(state: "connecting") }
                 let session = try connect()
-                let muxer = session.0
-                let uplink = muxer.uplinkSocket
+                let uplink = session.uplinkSocket
                 if case .tcp(let fd)? = uplink { Self.keepBacklogQueued(fd) }
                 shared.withLockWakingAll { s in
                     s.connected = true
@@ -260,16 +261,16 @@ final class LiveSender: Sendable {
                 do {
                     try send(session)
                     forgetSocket()
-                    try muxer.finish()
+                    try session.finish()
                     out.report(state: "ended")
                     return
                 } catch is Cancelled {
                     forgetSocket()
-                    muxer.close()
+                    session.close()
                     return
                 } catch {
                     forgetSocket()
-                    muxer.close()
+                    session.close()
                     let stop = shared.withLockWakingAll { s in
                         s.connected = false
                         return s.ending
@@ -283,6 +284,12 @@ final class LiveSender: Sendable {
                 }
             } catch {
                 if cancel.isCancelled { return }
+                if let refused = error as? LiveSessionRefused {
+                    // Another attempt would be refused the same way.
+                    shared.withLockWakingAll { $0.failure = MediaError(refused.description) }
+                    out.report(state: "failed")
+                    return
+                }
                 lostAt = lostAt ?? Date()
                 let stop = shared.withLock { $0.ending }
                 if stop {
@@ -328,24 +335,20 @@ final class LiveSender: Sendable {
     }
 
     /// A new session: connect, one stream per input that delivered media, the header.
-    private func connect() throws -> (NetworkMuxer, [Int?]) {
+    private func connect() throws -> any LiveSession {
         let described = shared.withLock { $0.streams }
-        // srt:// on a libsrt socket of our own (SrtCaller); other schemes through libavformat's protocols.
-        let muxer = try settings.url.lowercased().hasPrefix("srt://")
-            ? SrtCaller.muxer(url: settings.url, defaults: settings.protocolOptions, format: settings.format, timeout: settings.timeout, cancel: cancel)
-            : NetworkMuxer(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel,
-                           protocolOptions: settings.protocolOptions)
-        var indices: [Int?] = []
-        for s in described {
-            indices.append(try s.map { try muxer.addStream($0.parameters, timeBase: $0.timeBase) })
+        switch settings.session {
+        case .muxer:
+            return try MuxerLiveSession(url: settings.url, format: settings.format, timeout: settings.timeout, cancel: cancel,
+                                        protocolOptions: settings.protocolOptions, muxerOptions: settings.muxerOptions, streams: described)
+        case .rtmp(let trusted):
+            return try RtmpLiveSession(url: settings.url, streams: described, timeout: settings.timeout,
+                                       trustedCertificates: trusted, cancel: cancel)
         }
-        try muxer.writeHeader(options: settings.muxerOptions)
-        return (muxer, indices)
     }
 
     /// Sends queued packets in order until the run ends and the queue is empty.
-    private func send(_ session: (NetworkMuxer, [Int?])) throws {
-        let (muxer, indices) = session
+    private func send(_ session: any LiveSession) throws {
         var startedOnKeyframe = false
         let (cancel, isVideoInput) = (cancel, isVideoInput)
         while true {
@@ -362,9 +365,8 @@ final class LiveSender: Sendable {
                 return nil
             }!
             guard let item = next else { return }
-            guard let index = indices[item.input] else { continue }
             let bytes = item.packet.byteCount
-            try muxer.write(item.packet.av, timeBase: item.packet.timeBase, stream: index)
+            try session.write(item.packet, input: item.input)
             shared.withLock { s in
                 s.sentBytes += bytes
                 if !item.isVideo { s.sentAudioBytes += bytes }

@@ -12,7 +12,8 @@ enum LiveSinkOptions {
 
     static func common(url: Setting<String?>) -> [OptionSpec] { [url.spec, reconnect.spec, buffer.spec, timeout.spec] }
 
-    static func checkInputs(_ n: Negotiation, container: String, what: String) throws(NegotiationError) {
+    /// `codecs`: those the sink's own writer takes (RTMP's client), instead of what libavformat's `container` holds.
+    static func checkInputs(_ n: Negotiation, container: String, what: String, codecs: Set<String>? = nil) throws(NegotiationError) {
         guard !n.inputs.isEmpty else { throw NegotiationError("needs an encoded video and/or audio input") }
         for kind in [MediaKind.encodedVideo, .encodedAudio] where n.inputs.filter({ $0.format.kind == kind }).count > 1 {
             throw NegotiationError("\(what) carries one video and one audio stream; got several \(kind) inputs")
@@ -22,7 +23,7 @@ enum LiveSinkOptions {
             guard f.kind.isEncoded, !f.codec.isEmpty else {
                 throw NegotiationError("input '\(input.from)' is not an encoded stream", hint: "encode it first (h264, aac)")
             }
-            if Muxer.canHold(container: container, codec: f.codec) == false {
+            if codecs.map({ !$0.contains(f.codec) }) ?? (Muxer.canHold(container: container, codec: f.codec) == false) {
                 throw NegotiationError("\(what) cannot carry \(f.codec) (from '\(input.from)')", hint: "encode with h264 and aac")
             }
         }
@@ -44,13 +45,14 @@ final class LiveSinkCore {
     private var lastMeasure = -Double.infinity
     static let measureInterval = 0.25
 
-    init(_ setup: NodeSetup, url: Setting<String?>, format: String, muxerOptions: [String: String], protocolOptions: [String: String] = [:]) {
+    init(_ setup: NodeSetup, url: Setting<String?>, format: String, muxerOptions: [String: String], protocolOptions: [String: String] = [:],
+         session: LiveSessionKind = .muxer) {
         let retry = setup[LiveSinkOptions.reconnect]
         buffer = setup[LiveSinkOptions.buffer]
         sender = LiveSender(
             LiveSender.Settings(url: setup[url] ?? "", format: format, muxerOptions: muxerOptions, protocolOptions: protocolOptions,
                                 attempts: retry.attempts, firstDelay: retry.first, longestDelay: retry.longest,
-                                buffer: buffer, timeout: setup[LiveSinkOptions.timeout], realtime: setup.realtime),
+                                buffer: buffer, timeout: setup[LiveSinkOptions.timeout], realtime: setup.realtime, session: session),
             inputIsVideo: setup.inputs.map { $0.format.kind.isVideo })
     }
 

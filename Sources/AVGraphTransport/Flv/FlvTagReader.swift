@@ -76,6 +76,11 @@ package final class FlvTagReader: PacketSource {
         try probe()
     }
 
+    /// A reader without a data hook (the unit tests').
+    package convenience init(name: String, warn: @escaping (String) -> Void, read: @escaping (UnsafeMutableRawBufferPointer) -> Int) throws {
+        try self.init(name: name, warn: warn, onData: nil, read: read)
+    }
+
     private func probe() throws {
         var expectsVideo = true, expectsAudio = true
         var firstTime: Int64?

@@ -7,6 +7,10 @@ package struct RtmpMessage: Sendable {
     /// Milliseconds, absolute (deltas already added up), as RTMP's 32 bits.
     package var timestamp: UInt32
     package var payload: [UInt8]
+
+    package init(type: UInt8, streamID: UInt32, timestamp: UInt32, payload: [UInt8]) {
+        (self.type, self.streamID, self.timestamp, self.payload) = (type, streamID, timestamp, payload)
+    }
 }
 
 package struct RtmpProtocolError: Error, CustomStringConvertible {

@@ -35,6 +35,14 @@ package struct RtmpPolicy: Sendable {
     }
 }
 
+extension RtmpPolicy {
+
+    /// so the memberwise initializer stays.
+    package init(app: String, keys: [String]) throws {
+        self.init(app: app, keys: try PublisherKeys(keys: keys, file: nil, environment: [:], urlKey: nil))
+    }
+}
+
 /// The server side of one RTMP connection, without the socket: bytes from the peer in, bytes
 /// to send and FLV bytes (once a publisher is admitted) out. The simple handshake, the chunk
 /// stream, the commands a publisher sends (connect, releaseStream, FCPublish, createStream,
