@@ -1,0 +1,122 @@
+/// The answer a receiving endpoint (WHIP) gives an offer: for each audio and video section the
+/// first codec of the offer's order that avgraph decodes, BUNDLE and rtcp-mux only, avgraph as
+/// ICE-lite with its host candidates and as the DTLS server (`setup:passive`). What it refuses
+/// it names: a malformed or unsupported offer (HTTP 400), no codec avgraph takes (HTTP 406).
+package struct WebRtcAnswer: Sendable {
+    package struct Local: Sendable {
+        package var ufrag: String
+        package var password: String
+        /// SHA-256 of the DTLS certificate, `AB:CD:...`.
+        package var fingerprint: String
+        /// Addresses and the UDP port that media may come to (every advertised address).
+        package var candidates: [(address: String, port: Int)]
+
+        package init(ufrag: String, password: String, fingerprint: String, candidates: [(address: String, port: Int)]) {
+            self.ufrag = ufrag
+            self.password = password
+            self.fingerprint = fingerprint
+            self.candidates = candidates
+        }
+    }
+
+    /// What was taken for one section.
+    package struct Chosen: Equatable, Sendable {
+        package var kind: String
+        package var mid: String
+        package var payloadType: UInt8
+        package var codec: MediaDescription.Codec
+        package var parameters: [String: String]
+    }
+
+    package enum Refusal: Error, Equatable, CustomStringConvertible {
+        case malformed(String)
+        case noCodec(String)
+        package var status: Int { if case .noCodec = self { 406 } else { 400 } }
+        package var description: String { switch self { case .malformed(let s), .noCodec(let s): s } }
+    }
+
+    /// Video codecs avgraph decodes, by the rtpmap name, in no order of its own: the offer's wins.
+    package static let videoCodecs: Set<String> = ["h264", "vp8", "vp9", "av1", "h265"]
+
+    package let sdp: String
+    package let chosen: [Chosen]
+    /// The peer's ICE credentials and DTLS fingerprint, for the checks and the handshake.
+    package let remoteUfrag: String
+    package let remotePassword: String
+    package let remoteFingerprint: String
+
+    package init(offer: SessionDescription, local: Local, sessionID: UInt64) throws(Refusal) {
+        let sections = offer.media.filter { $0.kind == "audio" || $0.kind == "video" }
+        guard !sections.isEmpty else { throw .malformed("the offer has no audio or video section") }
+        guard let first = sections.first, let ufrag = offer.attribute("ice-ufrag", in: first), let pwd = offer.attribute("ice-pwd", in: first) else {
+            throw .malformed("the offer has no a=ice-ufrag/a=ice-pwd")
+        }
+        guard let fingerprint = offer.attribute("fingerprint", in: first), fingerprint.lowercased().hasPrefix("sha-256 ") else {
+            throw .malformed("the offer has no a=fingerprint:sha-256")
+        }
+        let bundle = offer.bundle
+        var chosen: [Chosen] = []
+        var body: [String] = []
+        for m in offer.media {
+            guard let mid = m.mid else { throw .malformed("a media section without a=mid") }
+            guard bundle.contains(mid) else { throw .malformed("media section '\(mid)' is not in a=group:BUNDLE (avgraph takes BUNDLE only)") }
+            guard m.kind == "audio" || m.kind == "video" else {
+                body += ["m=\(m.kind) 0 \(m.proto)", "c=IN IP4 0.0.0.0", "a=mid:\(mid)", "a=inactive"]
+                continue
+            }
+            guard m.proto == "UDP/TLS/RTP/SAVPF" || m.proto == "UDP/TLS/RTP/SAVP" else { throw .malformed("media section '\(mid)': \(m.proto) is not DTLS-SRTP over UDP") }
+            guard m.has("rtcp-mux") else { throw .malformed("media section '\(mid)' has no a=rtcp-mux (avgraph takes rtcp-mux only)") }
+            guard let c = Self.pick(m) else {
+                let offered = m.formats.compactMap { m.codecs[$0].map { "\($0.name)/\($0.clockRate)" } }
+                throw .noCodec("no \(m.kind) codec avgraph decodes in section '\(mid)' (offered: \(offered.joined(separator: ", ")); takes \(m.kind == "audio" ? "opus/48000/2" : "H.264 packetization-mode 1, VP8, VP9, AV1, H.265"))")
+            }
+            chosen.append(Chosen(kind: m.kind, mid: mid, payloadType: c.pt, codec: c.codec, parameters: m.parameters[c.pt] ?? [:]))
+            body += Self.section(m, mid: mid, pt: c.pt, codec: c.codec, local: local)
+        }
+        var lines = ["v=0", "o=avgraph \(sessionID) 2 IN IP4 127.0.0.1", "s=-", "t=0 0",
+                     "a=group:BUNDLE \(offer.media.compactMap(\.mid).joined(separator: " "))", "a=ice-lite"]
+        lines += body
+        sdp = lines.joined(separator: "\r\n") + "\r\n"
+        self.chosen = chosen
+        remoteUfrag = ufrag
+        remotePassword = pwd
+        remoteFingerprint = String(fingerprint.dropFirst("sha-256 ".count))
+    }
+
+    private static func pick(_ m: MediaDescription) -> (pt: UInt8, codec: MediaDescription.Codec)? {
+        for pt in m.formats {
+            guard let codec = m.codecs[pt] else { continue }
+            if m.kind == "audio", codec.name == "opus", codec.clockRate == 48000 { return (pt, codec) }
+            if m.kind == "video", videoCodecs.contains(codec.name), codec.clockRate == 90000 {
+                // GStreamer's webrtcbin may offer H.264 without a=fmtp: that is mode 1 as it sends it.
+                if codec.name == "h264", let mode = m.parameters[pt]?["packetization-mode"], mode != "1" { continue }
+                return (pt, codec)
+            }
+        }
+        return nil
+    }
+
+    private static func section(_ m: MediaDescription, mid: String, pt: UInt8, codec: MediaDescription.Codec, local: Local) -> [String] {
+        let port = local.candidates.first?.port ?? 9
+        var lines = ["m=\(m.kind) \(port) \(m.proto) \(pt)", "c=IN IP4 0.0.0.0", "a=mid:\(mid)",
+                     "a=\(m.has("inactive") || m.has("recvonly") ? "inactive" : "recvonly")", "a=rtcp-mux",
+                     "a=ice-ufrag:\(local.ufrag)", "a=ice-pwd:\(local.password)", "a=fingerprint:sha-256 \(local.fingerprint)", "a=setup:passive"]
+        let name = codec.name == "h265" ? "H265" : codec.name == "opus" ? "opus" : codec.name.uppercased()
+        lines.append("a=rtpmap:\(pt) \(name)/\(codec.clockRate)\(m.kind == "audio" ? "/\(codec.channels)" : "")")
+        if let fmtp = m.attributes.first(where: { $0.name == "fmtp" && $0.value?.hasPrefix("\(pt) ") == true })?.value {
+            lines.append("a=fmtp:\(fmtp)")
+        }
+        // Feedback avgraph will give: NACK and PLI for video, transport-wide congestion control where offered.
+        let offered = m.attributes.filter { $0.name == "rtcp-fb" }.compactMap(\.value).filter { $0.hasPrefix("\(pt) ") }
+        for fb in ["nack", "nack pli", "transport-cc"] where offered.contains("\(pt) \(fb)") { lines.append("a=rtcp-fb:\(pt) \(fb)") }
+        for ext in m.attributes.filter({ $0.name == "extmap" }).compactMap(\.value) where ext.contains("transport-wide-cc") {
+            lines.append("a=extmap:\(ext)")
+        }
+        for (i, c) in local.candidates.enumerated() {
+            // Host candidates (RFC 8445 5.1.2.1): type preference 126, one component (rtcp-mux).
+            lines.append("a=candidate:\(i + 1) 1 udp \(2_130_706_431 - i) \(c.address) \(c.port) typ host")
+        }
+        lines.append("a=end-of-candidates")
+        return lines
+    }
+}
