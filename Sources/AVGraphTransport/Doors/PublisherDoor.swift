@@ -63,8 +63,6 @@ public struct PublisherArrival: Sendable {
     public var app: String { stream.app }
     public var format: String { stream.format ?? "flv" }
 
-    /// Up to `buffer.count` bytes, waiting for some; 0 when the publisher has left.
-    public func read(into buffer: UnsafeMutableRawBufferPointer) -> Int { stream.read(into: buffer) }
     /// Up to `buffer.count` bytes without waiting: nil when none has come yet, 0 at the end.
     public func readNow(into buffer: UnsafeMutableRawBufferPointer) -> Int? { stream.readNow(into: buffer) }
     /// Calls `notify` (on the listener's thread: schedule the reading, do not read there) whenever

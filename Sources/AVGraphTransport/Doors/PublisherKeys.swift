@@ -17,7 +17,7 @@ package final class PublisherKeys: Sendable {
     private let read = Mutex<(keys: [String], stamp: FileStamp?)>(([], nil))
 
     private struct FileStamp: Equatable, Sendable {
-        package var inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
+        var inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
     }
 
     /// `urlKey`: the URL's own stream name, the key when nothing else names one.

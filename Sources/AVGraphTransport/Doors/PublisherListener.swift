@@ -9,9 +9,9 @@ import Synchronization
 // state is in `queue`, and each subclass says what its own `var`s are.
 package class PublisherHandoff: @unchecked Sendable {
     private struct Queue {
-        package var ready: [PublisherStream] = []
-        package var notes: [String] = []
-        package var stopped = false
+        var ready: [PublisherStream] = []
+        var notes: [String] = []
+        var stopped = false
     }
     /// The reader sleeps on it in `next()`.
     private let queue = ConditionLock(Queue())

@@ -16,12 +16,12 @@ package final class PublisherStream: Sendable {
     package let format: String?
     package let capacity: Int
     private struct Queued {
-        package var chunks: [[UInt8]] = []
-        package var head = 0
-        package var offset = 0
-        package var bytes = 0
-        package var ended = false
-        package var abandoned = false
+        var chunks: [[UInt8]] = []
+        var head = 0
+        var offset = 0
+        var bytes = 0
+        var ended = false
+        var abandoned = false
     }
     /// The reader sleeps on it for bytes or the end.
     private let queued = ConditionLock(Queued())

@@ -19,9 +19,9 @@ public struct WaitingRoom<ID: Hashable>: Sendable where ID: Sendable {
     }
 
     private struct Entry: Sendable {
-        package let group: String
-        package let order: UInt64
-        package var spoke = false
+        let group: String
+        let order: UInt64
+        var spoke = false
     }
 
     public let limits: Limits

@@ -10,9 +10,9 @@ import Foundation
 /// (a phone turned mid-stream: a new size).
 package final class FlvTagReader: PacketSource {
     private struct Tag {
-        package var type: UInt8
-        package var time: Int64
-        package var body: ArraySlice<UInt8>
+        var type: UInt8
+        var time: Int64
+        var body: ArraySlice<UInt8>
     }
 
     private enum Item {
@@ -22,12 +22,12 @@ package final class FlvTagReader: PacketSource {
 
     /// One stream's codec and the configuration the decoder holds.
     private final class Track {
-        package let index: Int
-        package let parameters: CodecParameters
-        package var extradata: [UInt8]
+        let index: Int
+        let parameters: CodecParameters
+        var extradata: [UInt8]
         /// A configuration record that differs from the decoder's: goes with the next packet.
-        package var newExtradata: [UInt8]?
-        package init(index: Int, parameters: CodecParameters, extradata: [UInt8]) {
+        var newExtradata: [UInt8]?
+        init(index: Int, parameters: CodecParameters, extradata: [UInt8]) {
             self.index = index
             self.parameters = parameters
             self.extradata = extradata

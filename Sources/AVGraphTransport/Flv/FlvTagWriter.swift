@@ -10,7 +10,7 @@ package enum FlvTagWriter {
 
     /// Enhanced RTMP video packet types (v1).
     private enum ExPacketType {
-        package static let sequenceStart: UInt8 = 0, codedFrames: UInt8 = 1, codedFramesX: UInt8 = 3
+        static let sequenceStart: UInt8 = 0, codedFrames: UInt8 = 1, codedFramesX: UInt8 = 3
     }
 
     /// The video sequence header: `record` is the decoder configuration (avcC, hvcC).

@@ -7,7 +7,7 @@ import Foundation
 /// SequenceStart carries (`RtmpLiveSession`); `HevcConfiguration` reads such a record.
 package enum HevcRecordWriter {
     private enum UnitType {
-        package static let vps: UInt8 = 32, sps: UInt8 = 33, pps: UInt8 = 34
+        static let vps: UInt8 = 32, sps: UInt8 = 33, pps: UInt8 = 34
     }
 
     /// The record, or nil when `units` (NAL units without start codes) lack a VPS, SPS or PPS or the SPS cannot be read.
@@ -34,12 +34,12 @@ package enum HevcRecordWriter {
     }
 
     private struct SequenceFacts {
-        package var generalProfileTierLevel: [UInt8]
-        package var chromaFormat: UInt8
-        package var bitDepthLumaMinus8: UInt8
-        package var bitDepthChromaMinus8: UInt8
-        package var temporalLayers: UInt8
-        package var temporalIdNested: UInt8
+        var generalProfileTierLevel: [UInt8]
+        var chromaFormat: UInt8
+        var bitDepthLumaMinus8: UInt8
+        var bitDepthChromaMinus8: UInt8
+        var temporalLayers: UInt8
+        var temporalIdNested: UInt8
     }
 
     /// ITU-T H.265 7.3.2.2.1 up to the bit depths.

@@ -29,13 +29,13 @@ package final class RtmpChunkReader {
     }
 
     private struct ChunkStream {
-        package var timestamp: UInt32 = 0
-        package var delta: UInt32 = 0
-        package var length = 0
-        package var type: UInt8 = 0
-        package var streamID: UInt32 = 0
-        package var extended = false
-        package var partial: [UInt8]?
+        var timestamp: UInt32 = 0
+        var delta: UInt32 = 0
+        var length = 0
+        var type: UInt8 = 0
+        var streamID: UInt32 = 0
+        var extended = false
+        var partial: [UInt8]?
     }
 
     /// The peer's chunk size (Set Chunk Size changes it; 128 until then).

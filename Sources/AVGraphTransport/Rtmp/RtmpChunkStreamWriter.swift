@@ -10,11 +10,11 @@ import Foundation
 /// commands. A publisher sends tens of messages a second, where 7 bytes a message saved add up.
 package final class RtmpChunkStreamWriter {
     private struct Last {
-        package var timestamp: UInt32
-        package var delta: UInt32
-        package var length: Int
-        package var type: UInt8
-        package var streamID: UInt32
+        var timestamp: UInt32
+        var delta: UInt32
+        var length: Int
+        var type: UInt8
+        var streamID: UInt32
     }
 
     /// The size announced to the peer (Set Chunk Size) before it is used.

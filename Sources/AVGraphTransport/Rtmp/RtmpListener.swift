@@ -137,19 +137,19 @@ package final class RtmpListener: PublisherHandoff, @unchecked Sendable {
 
 /// The connections of one listener, on its loop.
 private final class Lobby {
-    package var peers: [RtmpPeer] = []
+    var peers: [RtmpPeer] = []
     /// Those that have not published yet.
-    package var room: WaitingRoom<ObjectIdentifier>
-    package var notes = NoteThrottle()
+    var room: WaitingRoom<ObjectIdentifier>
+    var notes = NoteThrottle()
     /// The listener is stopping: connections closing now are not the peers' doing.
-    package var closing = false
+    var closing = false
 
-    package init(limits: WaitingRoom<ObjectIdentifier>.Limits) { room = WaitingRoom(limits: limits) }
+    init(limits: WaitingRoom<ObjectIdentifier>.Limits) { room = WaitingRoom(limits: limits) }
 
-    package func isPublishing(besides peer: RtmpPeer) -> Bool { peers.contains { $0 !== peer && $0.isPublishing } }
+    func isPublishing(besides peer: RtmpPeer) -> Bool { peers.contains { $0 !== peer && $0.isPublishing } }
 
     /// Takes a new connection in; the waiting ones it displaces are closed.
-    package func enter(_ peer: RtmpPeer, listener: RtmpListener) {
+    func enter(_ peer: RtmpPeer, listener: RtmpListener) {
         peers.append(peer)
         let displaced = room.enter(ObjectIdentifier(peer), address: peer.address)
         for id in displaced {
@@ -161,7 +161,7 @@ private final class Lobby {
         }
     }
 
-    package func leave(_ peer: RtmpPeer) {
+    func leave(_ peer: RtmpPeer) {
         room.leave(ObjectIdentifier(peer))
         peers.removeAll { $0 === peer }
     }
@@ -171,13 +171,13 @@ private final class Lobby {
 /// socket empty (NIO stops reading a socket at a read that does not fill its buffer), and the
 /// first byte the peer sent.
 private final class SocketReads: ChannelInboundHandler {
-    package typealias InboundIn = ByteBuffer
-    package typealias InboundOut = ByteBuffer
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
 
-    package private(set) var drained = true
-    package private(set) var first: UInt8?
+    private(set) var drained = true
+    private(set) var first: UInt8?
 
-    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = unwrapInboundIn(data)
         drained = bytes.writableBytes > 0
         if first == nil { first = bytes.getInteger(at: bytes.readerIndex) }
@@ -189,13 +189,13 @@ private final class SocketReads: ChannelInboundHandler {
 /// each read is handed over whole (the connection keeps what a message still lacks), and the
 /// connection, fed, goes on to `RtmpPeer`.
 private struct RtmpDecoder: ByteToMessageDecoder {
-    package typealias InboundOut = RtmpConnection
+    typealias InboundOut = RtmpConnection
 
-    package let connection: RtmpConnection
+    let connection: RtmpConnection
     /// Whether another connection publishes now (asked before each read: a publish is refused then).
-    package let othersPublishing: () -> Bool
+    let othersPublishing: () -> Bool
 
-    package mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) -> DecodingState {
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) -> DecodingState {
         guard buffer.readableBytes > 0 else { return .needMoreData }
         connection.othersPublishing = othersPublishing()
         buffer.withUnsafeReadableBytes { connection.receive($0) }
@@ -204,7 +204,7 @@ private struct RtmpDecoder: ByteToMessageDecoder {
         return .needMoreData
     }
 
-    package mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) -> DecodingState {
+    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) -> DecodingState {
         decode(context: context, buffer: &buffer)
     }
 }
@@ -213,19 +213,19 @@ private struct RtmpDecoder: ByteToMessageDecoder {
 /// publisher's FLV to its `PublisherStream`, reads only while that stream has room, and keeps
 /// its deadlines (the handshake, the publisher's silence, the close after a stop).
 private final class RtmpPeer: ChannelInboundHandler {
-    package typealias InboundIn = RtmpConnection
-    package typealias OutboundOut = ByteBuffer
+    typealias InboundIn = RtmpConnection
+    typealias OutboundOut = ByteBuffer
 
     /// From the reader's side of the stream: it took from a full stream, or gave it up.
-    package struct Room: Sendable {}
+    struct Room: Sendable {}
 
-    package let address: String
+    let address: String
     private let listener: RtmpListener
     private let lobby: Lobby
     private let connection: RtmpConnection
     private let reads: SocketReads
     private var context: ChannelHandlerContext?
-    package private(set) var stream: PublisherStream?
+    private(set) var stream: PublisherStream?
     private var announced = false
     private var sentSomething = false
     private var lastData = NIODeadline.now()
@@ -238,7 +238,7 @@ private final class RtmpPeer: ChannelInboundHandler {
     private var timer: Scheduled<Void>?
     private var closed: EventLoopFuture<Void>?
 
-    package init(listener: RtmpListener, lobby: Lobby, connection: RtmpConnection, reads: SocketReads, address: String) {
+    init(listener: RtmpListener, lobby: Lobby, connection: RtmpConnection, reads: SocketReads, address: String) {
         self.listener = listener
         self.lobby = lobby
         self.connection = connection
@@ -247,19 +247,19 @@ private final class RtmpPeer: ChannelInboundHandler {
     }
 
     /// Admitted, and not on its way out.
-    package var isPublishing: Bool { stream != nil && !leaving }
+    var isPublishing: Bool { stream != nil && !leaving }
 
-    package func handlerAdded(context: ChannelHandlerContext) {
+    func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         closed = context.channel.closeFuture
     }
 
-    package func handlerRemoved(context: ChannelHandlerContext) {
+    func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
         self.context = nil
     }
 
-    package func channelActive(context: ChannelHandlerContext) {
+    func channelActive(context: ChannelHandlerContext) {
         lobby.enter(self, listener: listener)
         timer = after(listener.limits.handshakeTimeout) { [self] in
             if let more = lobby.notes.pass("timeout") {
@@ -272,7 +272,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         context.fireChannelActive()
     }
 
-    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !dropped else { return }
         let c = unwrapInboundIn(data)
         if !sentSomething { lobby.room.spoke(ObjectIdentifier(self)) }
@@ -296,7 +296,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         }
     }
 
-    package func channelReadComplete(context: ChannelHandlerContext) {
+    func channelReadComplete(context: ChannelHandlerContext) {
         guard !dropped else { return }
         if !leaving && stream?.isFull == true {
             // Not read until the reader takes: TCP holds the rest at the publisher.
@@ -311,7 +311,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         context.read()
     }
 
-    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is Room {
             guard !dropped, let s = stream else { return }
             if s.isAbandoned && !leaving {
@@ -327,7 +327,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
-    package func errorCaught(context: ChannelHandlerContext, error: Error) {
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
         if case .handshakeFailed? = error as? NIOSSLError, !dropped, let first = reads.first {
             // Whatever a client that does not speak TLS sent was taken for a TLS record.
             listener.note("\(address): refused: " + (first == 3 ? "not TLS (an rtmp:// client at an rtmps:// port)" : "the TLS handshake failed (\(error))"))
@@ -336,7 +336,7 @@ private final class RtmpPeer: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    package func channelInactive(context: ChannelHandlerContext) {
+    func channelInactive(context: ChannelHandlerContext) {
         if !dropped && !lobby.closing && stream == nil && sentSomething {
             listener.note("\(address): refused: not RTMP (left during the handshake)")
         }
@@ -349,7 +349,7 @@ private final class RtmpPeer: ChannelInboundHandler {
     /// Closes the connection (after what is still to send); the reader gets what the stream
     /// holds, then its end. The future: closed.
     @discardableResult
-    package func drop() -> EventLoopFuture<Void>? {
+    func drop() -> EventLoopFuture<Void>? {
         if !dropped, let context {
             dropped = true
             send()

@@ -49,11 +49,11 @@ package final class SrtListener: PublisherListener, @unchecked Sendable {
     private var notes = NoteThrottle()
     /// libsrt calls the hook on its own thread.
     private struct Callers {
-        package var busy = false
+        var busy = false
         /// Callers whose stream id was admitted, by address, and when: one that has not become a
         /// connection by the handshake timeout failed after the hook (a wrong passphrase).
-        package var admitted: [String: Double] = [:]
-        package var lastRefusal: [String: Double] = [:]
+        var admitted: [String: Double] = [:]
+        var lastRefusal: [String: Double] = [:]
     }
     private let callers = Mutex(Callers())
     /// Callers whose connection ended with packets still held for their play time (see `drain`), and until when.

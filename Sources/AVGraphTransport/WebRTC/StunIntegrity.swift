@@ -24,6 +24,12 @@ package enum StunIntegrity {
 
     package static func fingerprint(_ bytes: [UInt8]) -> UInt32 { crc32(bytes) ^ 0x5354_554E }
 
+    /// The FINGERPRINT attribute's value for the message bytes before it (big-endian).
+    package static func fingerprintValue(_ bytes: [UInt8]) -> [UInt8] {
+        let crc = fingerprint(bytes)
+        return [UInt8(crc >> 24), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc & 0xFF)]
+    }
+
     private static let table: [UInt32] = (0..<256).map { n in
         var c = UInt32(n)
         for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }

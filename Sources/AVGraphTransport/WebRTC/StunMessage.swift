@@ -77,9 +77,7 @@ package struct StunMessage: Equatable, Sendable {
         }
         if fingerprint {
             setLength(8)
-            let crc = StunIntegrity.fingerprint(out)
-            StunAttribute(type: StunAttribute.fingerprint, value: [UInt8(crc >> 24), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc & 0xFF)])
-                .append(to: &out)
+            StunAttribute(type: StunAttribute.fingerprint, value: StunIntegrity.fingerprintValue(out)).append(to: &out)
         }
         setLength(0)
         return out
@@ -99,8 +97,7 @@ package struct StunMessage: Equatable, Sendable {
     /// Whether `datagram` ends with a FINGERPRINT that matches it.
     package func hasFingerprint(_ datagram: [UInt8]) -> Bool {
         guard let fp = attributes.last, fp.type == StunAttribute.fingerprint, let offset = fp.offset, fp.value.count == 4 else { return false }
-        let expected = StunIntegrity.fingerprint(Array(datagram[..<offset]))
-        return fp.value == [UInt8(expected >> 24), UInt8(expected >> 16 & 0xFF), UInt8(expected >> 8 & 0xFF), UInt8(expected & 0xFF)]
+        return fp.value == StunIntegrity.fingerprintValue(Array(datagram[..<offset]))
     }
 }
 
