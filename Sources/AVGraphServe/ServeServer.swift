@@ -58,7 +58,10 @@ public final class ServeServer: Sendable {
     }
 
     private func takeNotes() {
-        for door in configuration.doors { for n in door.takeNotes() { log.warn(n) } }
+        for door in configuration.doors {
+            for n in door.takeNotes() { log.warn(n) }
+            for n in door.takeLinkChanges() { log.say(n) }
+        }
     }
 
     /// Returns once stopped and every run has ended; the admission workers are gone too.

@@ -23,7 +23,7 @@ struct ServeCommand: ParsableCommand {
     @Argument(help: "The template .pipe (source {type: publisher}).")
     var template: String
 
-    @Option(name: .customLong("listen"), help: ArgumentHelp("Where publishers come: rtmp://HOST:PORT, rtmps://HOST:PORT (with --cert, --key), srt://HOST:PORT (repeatable).",
+    @Option(name: .customLong("listen"), help: ArgumentHelp("Where publishers come: rtmp://HOST:PORT, rtmps://HOST:PORT (with --cert, --key), srt://HOST:PORT, srtla://HOST:PORT (bonded links) (repeatable).",
                                                            valueName: "url"))
     var listen: [String] = []
 

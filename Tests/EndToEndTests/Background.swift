@@ -10,9 +10,10 @@ final class BackgroundRun: @unchecked Sendable {
     private var errData = Data()
     let started = Date()
 
-    init(_ args: [String], cwd: String? = nil, environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = args
+    /// `prefix`: a command that runs avgraph (`ip netns exec NAME`, which becomes it).
+    init(_ args: [String], cwd: String? = nil, environment: [String: String]? = nil, prefix: [String] = []) throws {
+        process.executableURL = URL(fileURLWithPath: prefix.first ?? CLI.binary)
+        process.arguments = prefix.isEmpty ? args : Array(prefix.dropFirst()) + [CLI.binary] + args
         if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         if let environment { process.environment = environment }
         let out = Pipe(), err = Pipe()

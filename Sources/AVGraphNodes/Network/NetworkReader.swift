@@ -75,9 +75,13 @@ final class NetworkReader: Sendable {
 
     func takeNotes() -> [Note] {
         let refused = input.listener?.takeNotes() ?? []
+        let links = (input.listener as? SrtlaListener)?.takeReports().map { r in
+            Note.event(SrtlaLinksEvent(group: r.group, change: r.change,
+                                       links: r.links.map { .init(address: $0.address, packets: $0.packets, share: $0.share, lastHeard: $0.lastHeard) }))
+        } ?? []
         return shared.withLock { s in
             defer { s.notes.removeAll() }
-            return s.notes + refused.map { Note.warning($0) }
+            return s.notes + refused.map { Note.warning($0) } + links
         }
     }
 

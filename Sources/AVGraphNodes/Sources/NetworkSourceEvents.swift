@@ -48,3 +48,39 @@ public struct IdleEvent: NodeEvent, Equatable {
 
     public var text: String { "no publisher on \(url) for \(Event.seconds(seconds)): ending" }
 }
+
+/// A bonding sender's links (`srt` with an `srtla://` url): when one joins or leaves, and every
+/// 5 s while the sender is there.
+public struct SrtlaLinksEvent: NodeEvent, Equatable {
+    public static let eventName = "srtla"
+    public static let summary = "A bonding sender's links: one joined or left (`change`), or every 5 s their figures."
+    public struct Link: Codable, Sendable, Equatable {
+        public var address: String
+        public var packets: Int
+        /// The link's part of the sender's packets since the last report (0 to 1).
+        public var share: Double
+        /// Seconds since the link was last heard.
+        public var lastHeard: Double
+        enum CodingKeys: String, CodingKey { case address, packets, share, lastHeard = "last_heard" }
+        public init(address: String, packets: Int, share: Double, lastHeard: Double) {
+            self.address = address; self.packets = packets; self.share = share; self.lastHeard = lastHeard
+        }
+    }
+    public static var fields: [EventField] {
+        [.integer("group"), .string("change", required: false, doc: "joined ADDRESS, left or closed; absent in the periodic report"),
+         .list("links", of: EventField.object([.string("address"), .integer("packets"), .number("share", minimum: 0), .number("last_heard", minimum: 0)]))]
+    }
+    public static var example: Self {
+        Self(group: 1, change: "joined 10.0.0.2:40000", links: [Link(address: "10.0.0.2:40000", packets: 1200, share: 0.6, lastHeard: 0.01)])
+    }
+
+    public var group: Int
+    public var change: String?
+    public var links: [Link]
+    public init(group: Int, change: String?, links: [Link]) { self.group = group; self.change = change; self.links = links }
+
+    public var text: String {
+        let each = links.map { "\($0.address) \($0.packets) packets \(Int(($0.share * 100).rounded())) %" }.joined(separator: ", ")
+        return "srtla group \(group)\(change.map { ": " + $0 } ?? ""): \(links.isEmpty ? "no link" : each)"
+    }
+}

@@ -1,20 +1,20 @@
 import AVGraph
 import Foundation
 
-/// One listener of `avgraph serve` (`rtmp://`, `rtmps://` or `srt://`), taking any number of
+/// One listener of `avgraph serve` (`rtmp://`, `rtmps://`, `srt://` or `srtla://`), taking any number of
 /// publishers at once. With a keys file the listener itself refuses an unknown key (in the
 /// protocol: RTMP's BadName, SRT's reject reason); without one it admits every key and `serve`
 /// asks its backend (`--auth`) or admits all (`--open`).
 public final class PublisherDoor: Sendable {
     public let url: String
-    /// `rtmp`, `rtmps` or `srt`, as hooks and the backend name it.
+    /// `rtmp`, `rtmps`, `srt` or `srtla`, as hooks and the backend name it.
     public let scheme: String
     private let handoff: PublisherHandoff
 
     public init(url: String, keysFile: String?, certificate: String?, privateKey: String?, passphrase: String? = nil) throws {
         self.url = url
         guard let c = URLComponents(string: url), let scheme = c.scheme, let host = c.host else {
-            throw MediaError("--listen \(url): write it like rtmp://0.0.0.0:1935, rtmps://0.0.0.0:1936 or srt://0.0.0.0:9000")
+            throw MediaError("--listen \(url): write it like rtmp://0.0.0.0:1935, rtmps://0.0.0.0:1936, srt://0.0.0.0:9000 or srtla://0.0.0.0:5000")
         }
         self.scheme = scheme
         let keys = try keysFile.map { try PublisherKeys(keys: [], file: $0, environment: [:], urlKey: nil) }
@@ -34,8 +34,12 @@ public final class PublisherDoor: Sendable {
         case "srt":
             guard let port = c.port else { throw MediaError("--listen \(url): srt:// needs a port, like srt://0.0.0.0:9000") }
             handoff = try SrtListener(.init(host: host, port: port, passphrase: passphrase, latency: 0.12, keys: keys, concurrent: true))
+        case "srtla":
+            guard let port = c.port else { throw MediaError("--listen \(url): srtla:// needs a port, like srtla://0.0.0.0:5000") }
+            let srt = SrtListener.Settings(host: host, port: port, passphrase: passphrase, latency: 2, keys: keys, concurrent: true)
+            handoff = try SrtlaListener(.init(host: host, port: port), srt: SrtlaListener.bondedSrt(srt))
         default:
-            throw MediaError("--listen \(url): serve listens on rtmp://, rtmps:// or srt://, not \(scheme)://")
+            throw MediaError("--listen \(url): serve listens on rtmp://, rtmps://, srt:// or srtla://, not \(scheme)://")
         }
     }
 
@@ -48,6 +52,11 @@ public final class PublisherDoor: Sendable {
 
     /// Refused connections since the last call, each naming its peer (never a key).
     public func takeNotes() -> [String] { handoff.takeNotes() }
+
+    /// A bonded sender's links joining and leaving (`srtla://`), since the last call.
+    public func takeLinkChanges() -> [String] {
+        (handoff as? SrtlaListener)?.takeReports().compactMap { r in r.change.map { "srtla group \(r.group): \($0); links: \(SrtlaListener.describe(r.links))" } } ?? []
+    }
 }
 
 /// One admitted publisher: who, what it asked for, and its bytes as it sent them (FLV from

@@ -24,6 +24,12 @@ package final class SrtListener: PublisherListener, @unchecked Sendable {
         package var concurrent = false
         /// Connected callers that have sent nothing yet (see `WaitingRoom`).
         package var waiting = WaitingRoom<SRTSOCKET>.Limits()
+        /// Packets may arrive this many later than a missing one before it counts as lost
+        /// (`SRTO_LOSSMAXTTL`): bonded links deliver out of order, and each early loss report
+        /// would ask for a retransmission of a packet still on its way.
+        package var reorderTolerance: Int32 = 0
+        /// What a caller's address is shown as (a bonding receiver in front names its sender's link).
+        package var peerName: (@Sendable (String) -> String)?
 
         package init(host: String, port: Int, passphrase: String?, latency: Double, keys: PublisherKeys?, handshakeTimeout: Double = 5.0,
                      silence: Double = 5.0, concurrent: Bool = false, waiting: WaitingRoom<SRTSOCKET>.Limits = .init()) {
@@ -40,6 +46,8 @@ package final class SrtListener: PublisherListener, @unchecked Sendable {
     }
 
     package let settings: Settings
+    /// The port bound (the settings' own, or the one the system chose for port 0).
+    package private(set) var boundPort = 0
     private var socket: SRTSOCKET
     private let epoll: Int32
     /// Connected callers. One is announced to the reader with its first bytes: a caller that
@@ -95,6 +103,10 @@ package final class SrtListener: PublisherListener, @unchecked Sendable {
         var latency = Int32(settings.latency * 1000)
         srt_setsockflag(socket, SRTO_RCVSYN, &no, Int32(MemoryLayout<Int32>.size))
         srt_setsockflag(socket, SRTO_RCVLATENCY, &latency, Int32(MemoryLayout<Int32>.size))
+        if settings.reorderTolerance > 0 {
+            var ttl = settings.reorderTolerance
+            srt_setsockflag(socket, SRTO_LOSSMAXTTL, &ttl, Int32(MemoryLayout<Int32>.size))
+        }
         if let p = settings.passphrase {
             guard srt_setsockflag(socket, SRTO_PASSPHRASE, p, Int32(p.utf8.count)) == 0 else { throw fail("passphrase") }
         }
@@ -105,10 +117,15 @@ package final class SrtListener: PublisherListener, @unchecked Sendable {
         guard getaddrinfo(settings.host, String(settings.port), &hints, &list) == 0, let first = list else { throw fail("address") }
         defer { freeaddrinfo(list) }
         guard srt_bind(socket, first.pointee.ai_addr, Int32(first.pointee.ai_addrlen)) == 0 else { throw fail("bind") }
+        var bound = sockaddr_storage()
+        var boundLength = Int32(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { srt_getsockname(socket, $0, &boundLength) } }
+        boundPort = UdpPeer(bound)?.portNumber ?? settings.port
         let hooked = srt_listen_callback(socket, { opaque, caller, _, peer, streamID in
             guard let opaque else { return -1 }
             let me = Unmanaged<SrtListener>.fromOpaque(opaque).takeUnretainedValue()
-            return me.admit(caller, peer: peer.map { SrtListener.describe($0) } ?? "unknown", streamID: streamID.map { String(cString: $0) } ?? "")
+            let address = peer.map { SrtListener.describe($0) } ?? "unknown"
+            return me.admit(caller, peer: me.settings.peerName?(address) ?? address, streamID: streamID.map { String(cString: $0) } ?? "")
         }, Unmanaged.passUnretained(self).toOpaque())
         // Callers whose handshake is done wait here until the listener's thread accepts them.
         guard hooked == 0, srt_listen(socket, 128) == 0 else { throw fail("listen") }
@@ -185,7 +202,8 @@ package final class SrtListener: PublisherListener, @unchecked Sendable {
             var len = Int32(MemoryLayout<sockaddr_storage>.size)
             let s = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { srt_accept(socket, $0, &len) } }
             guard s >= 0 else { return }
-            let peer = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { PeerAddress.describe($0, socklen_t(len)) } }
+            let address = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { PeerAddress.describe($0, socklen_t(len)) } }
+            let peer = settings.peerName?(address) ?? address
             let concurrent = settings.concurrent
             let taken = callers.withLock { c in
                 c.admitted[peer] = nil
