@@ -123,7 +123,7 @@ if Context.environment["AVGRAPH_FUZZ"] != nil {
         "http": ["FuzzSupport", "AVGraphHTTP", .product(name: "NIOCore", package: "swift-nio"),
                  .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio")],
     ]
-    let fuzzers: [Target] = ["pipe", "ingest", "control", "rtmp", "flv", "http", "webrtc", "sdp"].map { name in
+    let fuzzers: [Target] = ["pipe", "ingest", "control", "rtmp", "flv", "http", "webrtc", "sdp", "srtla"].map { name in
         .executableTarget(name: "Fuzz\(name.prefix(1).uppercased() + name.dropFirst())",
                           dependencies: ["AVGraph", "AVGraphNodes", "AVGraphTransport", "CFuzzDriver"] + (more[name] ?? []), path: "Fuzz/\(name)")
     }

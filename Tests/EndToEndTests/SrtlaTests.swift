@@ -1,3 +1,4 @@
+import AVGraphTesting
 import Foundation
 import XCTest
 
@@ -82,9 +83,88 @@ final class SrtlaTests: XCTestCase {
               + "plain SRT over the cut link alone: \(plainPictures) pictures; flash minus beep median \(FlashBeep.ms(FlashBeep.figures(m).median)) ms, "
               + "worst \(FlashBeep.ms(m.offsets.map(abs).max() ?? .nan)) ms")
         print(serve.stderr)
-        XCTAssertEqual(m.videoTimes.count, Self.seconds * 30, "every picture of the bonded stream is recorded")
+        let holes = zip(m.videoTimes, m.videoTimes.dropFirst()).filter { $1 - $0 > 1.5 / 30 }.map { String(format: "%.2f-%.2f s", $0, $1) }
+        XCTAssertEqual(m.videoTimes.count, Self.seconds * 30, "every picture of the bonded stream is recorded; holes: \(holes)")
         FlashBeep.assertInSync(m, atLeast: Self.seconds - 1, tolerance: 1.0 / 30)
         for l in links { XCTAssertGreaterThan(l["sent"] as? Int ?? 0, 0, "every link carried packets: \(l)") }
         XCTAssertLessThan(plainPictures, Self.seconds * 30 - 150, "plain SRT over the link cut for 10 s loses pictures")
+    }
+
+    /// What a hostile or broken sender does to a receiver with a bonded stream running: an id
+    /// never issued, 8 links where the limit is 4, 10 000 registrations in a second, garbage.
+    static let hostile = """
+        import json, os, socket, struct, sys, time
+        to = ("127.0.0.1", int(sys.argv[1]))
+        def sock():
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); s.settimeout(1); return s
+        def kind(data): return struct.unpack(">H", data[:2])[0]
+        out = {}
+        s = sock(); s.sendto(struct.pack(">H", 0x9201) + os.urandom(256), to); out["unknown_group"] = kind(s.recv(600))
+        first = sock(); first.sendto(struct.pack(">H", 0x9200) + os.urandom(128) + bytes(128), to)
+        group = first.recv(600)[2:]
+        answers = []
+        for link in [first] + [sock() for _ in range(7)]:
+            link.sendto(struct.pack(">H", 0x9201) + group, to); answers.append(kind(link.recv(600)))
+        out["joined"] = answers.count(0x9202); out["refused"] = answers.count(0x9210)
+        flood = sock(); flood.setblocking(False)
+        start = time.monotonic()
+        for i in range(10000):
+            try: flood.sendto(struct.pack(">H", 0x9200) + os.urandom(128) + bytes(128), to)
+            except BlockingIOError: time.sleep(0.001)
+        out["flood_seconds"] = time.monotonic() - start
+        time.sleep(0.5)
+        answered = 0
+        while True:
+            try: flood.recv(600); answered += 1
+            except BlockingIOError: break
+        out["flood_answered"] = answered
+        junk = sock()
+        for i in range(1000): junk.sendto(os.urandom(1 + i % 1400), to)
+        print(json.dumps(out))
+        """
+
+    func testRefusedRegistrationsLeaveTheRunningGroupAlone() throws {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free()
+        CLI.write("""
+            pipeline: bonded
+            realtime: true
+            nodes:
+              src: {type: srt, url: "srtla://127.0.0.1:\(port)", listen: true, srtla-links: 4, idle: 3s, size: 320x240}
+              fit: {type: resize, in: src.video, size: 320x240}
+              v: {type: h264, in: fit, preset: ultrafast}
+              a: {type: aac, in: src.audio}
+              out: {type: file, in: [v, a], path: out.mp4, overwrite: true}
+            """, to: dir + "/bonded.pipe")
+        let run = try BackgroundRun(["run", dir + "/bonded.pipe", "--events", "json"], cwd: dir)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
+        let local = try LoopbackPort.free()
+        let sender = try PublisherVanishTests.spawn(CLI.packageRoot + "/scripts/srtla-send", ["--listen", "127.0.0.1:\(local)", "--to", "127.0.0.1:\(port)",
+                                                                                   "--link", "127.0.0.1", "--link", "127.0.0.1", "--link", "127.0.0.1"])
+        addTeardownBlock { if sender.isRunning { kill(sender.processIdentifier, SIGKILL) } }
+        let publisher = try ServeTests.publish("srt://127.0.0.1:\(local)?streamid=phone&latency=2000000")
+        addTeardownBlock { if publisher.isRunning { kill(publisher.processIdentifier, SIGKILL) } }
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "publisher" }, run.stderr)
+
+        let figures = try PythonWitness.run(Self.hostile, ["\(port)"]) as? [String: Any] ?? [:]
+        print("srtla refusals: \(figures)")
+        XCTAssertEqual(figures["unknown_group"] as? Int, 0x9211, "an id never issued: REG_NGP")
+        XCTAssertEqual(figures["joined"] as? Int, 4)
+        XCTAssertEqual(figures["refused"] as? Int, 4, "links past srtla-links: REG_ERR")
+        XCTAssertLessThanOrEqual(figures["flood_answered"] as? Int ?? .max, 200 + 200, "registrations answered at most 200 a second")
+
+        publisher.waitUntilExit()
+        sender.terminate()
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let pictures = try CLI.videoFrameTimes(dir + "/out.mp4").count
+        let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
+        let links = run.events.filter { $0["event"] as? String == "srtla" && $0["group"] as? Int == 1 }.last?["links"] as? [[String: Any]]
+        print("srtla: \(pictures) pictures recorded beside the refusals; warnings: \(warnings)")
+        XCTAssertEqual(pictures, Int(ServeTests.seconds) * 30, "the bonded stream recorded whole")
+        XCTAssertEqual(links?.count, 3, "the sender's group kept its 3 links")
+        for what in ["REG_NGP", "has 4 links already (REG_ERR)", "registrations a second"] {
+            XCTAssertTrue(warnings.contains { $0.contains(what) }, "a warning says \(what): \(warnings)")
+        }
     }
 }

@@ -13,6 +13,8 @@ package struct SrtlaGroups<Peer: Hashable & Sendable>: Sendable {
         package var registrationTimeout = 10.0
         /// Registrations (REG1 and REG2) answered per second, all peers together; past it they are dropped.
         package var registrationsPerSecond = 200.0
+        /// Groups registered (REG1) but not joined yet, per sending host; a further REG1 replaces the oldest.
+        package var pendingPerHost = 8
         package init() {}
     }
 
@@ -32,6 +34,8 @@ package struct SrtlaGroups<Peer: Hashable & Sendable>: Sendable {
         /// Links in the order they joined.
         package var links: [LinkState] = []
         package var created: Double
+        /// Where its REG1 came from (`hostOf`).
+        let host: [UInt64]
         /// The link heard last: SRT's replies other than ACKs go there.
         var lastLink: Peer?
         package var packets: Int { links.reduce(0) { $0 + $1.packets } }
@@ -55,6 +59,8 @@ package struct SrtlaGroups<Peer: Hashable & Sendable>: Sendable {
     package enum Drop: String, Sendable, CaseIterable {
         case garbage, unknownPeer = "unknown-peer", unknownGroup = "unknown-group", groupLimit = "group-limit"
         case linkLimit = "link-limit", claimed, otherGroup = "other-group", registrationFlood = "registration-flood"
+        /// A registered group no link joined, given up for a newer registration.
+        case replaced
     }
 
     package let limits: Limits
@@ -67,10 +73,14 @@ package struct SrtlaGroups<Peer: Hashable & Sendable>: Sendable {
     package private(set) var dropped: [Drop: Int] = [:]
     /// The receiver's half of each id: random bytes, from the caller's source of randomness.
     private let randomHalf: @Sendable () -> [UInt8]
+    /// The host part of a peer (its address without the port): one host's many ports are one sender's.
+    private let hostOf: @Sendable (Peer) -> [UInt64]
 
-    package init(limits: Limits = Limits(), randomHalf: @escaping @Sendable () -> [UInt8] = { (0..<128).map { _ in UInt8.random(in: 0...255) } }) {
+    package init(limits: Limits = Limits(), randomHalf: @escaping @Sendable () -> [UInt8] = { (0..<128).map { _ in UInt8.random(in: 0...255) } },
+                 hostOf: @escaping @Sendable (Peer) -> [UInt64] = { [UInt64(bitPattern: Int64($0.hashValue))] }) {
         self.limits = limits
         self.randomHalf = randomHalf
+        self.hostOf = hostOf
     }
 
     package func group(of peer: Peer) -> Int? { byPeer[peer] }
@@ -167,11 +177,23 @@ package struct SrtlaGroups<Peer: Hashable & Sendable>: Sendable {
             if g.links.isEmpty || g.lastLink == peer { return [.reply(peer, SrtlaPacket.reg2(id: groups[number]!.id).bytes)] }
             return drop(.claimed) + [.reply(peer, SrtlaPacket.regRefused.bytes)]
         }
-        guard groups.count < limits.groups else { return drop(.groupLimit) + [.reply(peer, SrtlaPacket.regError.bytes)] }
+        // Groups no link has joined yet are the cheap ones to make: a flood of REG1s replaces
+        // its own (per host, then the oldest anywhere) and never locks out a sender that joined.
+        let host = hostOf(peer)
+        let pending = groups.values.filter { $0.links.isEmpty }
+        let mine = pending.filter { $0.host == host }
+        if mine.count >= limits.pendingPerHost, let oldest = mine.min(by: { $0.created < $1.created }) {
+            close(oldest.number)
+            dropped[.replaced, default: 0] += 1
+        } else if groups.count >= limits.groups {
+            guard let oldest = pending.min(by: { $0.created < $1.created }) else { return drop(.groupLimit) + [.reply(peer, SrtlaPacket.regError.bytes)] }
+            close(oldest.number)
+            dropped[.replaced, default: 0] += 1
+        }
         let id = half + randomHalf().prefix(128)
         let number = nextNumber
         nextNumber += 1
-        groups[number] = GroupState(number: number, id: id, created: now)
+        groups[number] = GroupState(number: number, id: id, created: now, host: host)
         byID[id] = number
         return [.opened(group: number), .reply(peer, SrtlaPacket.reg2(id: id).bytes)]
     }

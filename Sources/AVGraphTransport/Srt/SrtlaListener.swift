@@ -89,7 +89,7 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
 
     package init(_ settings: Settings, srt srtSettings: SrtListener.Settings) throws {
         self.settings = settings
-        groups = SrtlaGroups(limits: settings.limits)
+        groups = SrtlaGroups(limits: settings.limits, hostOf: { $0.host })
         let shared = SharedBox()
         self.shared = shared
         var inner = srtSettings
@@ -277,7 +277,7 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
     private func noteDrop(_ reason: SrtlaGroups<UdpPeer>.Drop, peer: UdpPeer?) {
         let why: String
         switch reason {
-        case .garbage, .unknownPeer: return  // counted only: stray packets say nothing each
+        case .garbage, .unknownPeer, .replaced: return  // counted only: stray packets say nothing each
         case .unknownGroup: why = "refused: registration for a group this receiver never issued (REG_NGP)"
         case .groupLimit: why = "refused: \(settings.limits.groups) groups are live (REG_ERR)"
         case .linkLimit: why = "refused: its group has \(settings.limits.linksPerGroup) links already (REG_ERR)"

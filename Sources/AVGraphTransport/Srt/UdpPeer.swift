@@ -25,6 +25,9 @@ package struct UdpPeer: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The address without its port.
+    package var host: [UInt64] { [UInt64(family), high, low, UInt64(scope)] }
+
     package var portNumber: Int { Int(in_port_t(bigEndian: port)) }
 
     /// Calls `body` with the address as a `sockaddr` and its length.
