@@ -35,6 +35,8 @@ __FAVICON__
   #graph text { fill: #e8e8e8; font-size: 12px; } #graph rect { fill: #2c3139; stroke: #6a7585; rx: 4; }
   #graph line { stroke: #6a7585; stroke-width: 1.5; } #graph .edge-label { fill: #9ab; font-size: 10px; }
   #graph .dropping { fill: #f66; }
+  #links { border-collapse: collapse; } #links th, #links td { padding: .15em .6em; text-align: right; } #links th:first-child, #links td:first-child { text-align: left; }
+  #links tr.silent td { color: #f0b060; }
 </style>
 </head>
 <body>
@@ -68,6 +70,10 @@ __FAVICON__
     <section>
       <h2>Graph</h2>
       <svg id="graph" width="100%" height="300"></svg>
+    </section>
+    <section id="links-section" hidden>
+      <h2>Bonded links</h2>
+      <table id="links"><thead><tr><th>link</th><th>packets</th><th>share</th><th>last heard</th></tr></thead><tbody></tbody></table>
     </section>
     <section>
       <h2>Warnings</h2>
@@ -122,6 +128,22 @@ function showStats(s) {
   $("media-time").textContent = (s.media_time || 0).toFixed(1);
   $("dropped").textContent = s.dropped || 0;
   if (s.rss) $("rss").textContent = (s.rss / 1e6).toFixed(0) + " MB";
+}
+
+// A bonding sender's links (an srt source's srtla event): the latest figures replace the table.
+function showLinks(e) {
+  $("links-section").hidden = false;
+  const body = $("links").tBodies[0];
+  body.replaceChildren(...e.links.map((l) => {
+    const tr = document.createElement("tr");
+    tr.className = l.last_heard > 2 ? "silent" : "";
+    for (const text of [l.address, String(l.packets), Math.round(l.share * 100) + " %", l.last_heard.toFixed(1) + " s ago"]) {
+      const td = document.createElement("td");
+      td.textContent = text;
+      tr.appendChild(td);
+    }
+    return tr;
+  }));
 }
 
 function setState(text) {
@@ -233,6 +255,7 @@ function listen() {
     switch (e.event) {
       case "level": showLevel(e); break;
       case "stats": showStats(e); break;
+      case "srtla": showLinks(e); break;
       case "paused": paused = true; setState("paused"); $("pause").textContent = "Resume"; break;
       case "resumed": paused = false; setState("running"); $("pause").textContent = "Pause"; break;
       case "warning": case "error": warn(e); break;

@@ -167,4 +167,57 @@ final class SrtlaTests: XCTestCase {
             XCTAssertTrue(warnings.contains { $0.contains(what) }, "a warning says \(what): \(warnings)")
         }
     }
+
+    /// The operator's page of a run receiving a bonded stream, in chromium: the links table.
+    static let linksPage = OperatorPageTests.chromium + #"""
+url, shot = sys.argv[1], sys.argv[2]
+out = {}
+ROWS = "return [...document.querySelectorAll('#links tbody tr')].map((r) => [...r.children].map((c) => c.textContent))"
+try:
+    d.get(url)
+    out["rows"] = until(lambda: (r := d.execute_script(ROWS)) and len(r) == 3 and all(int(c[1]) > 0 for c in r) and r, 15)
+    out["visible"] = d.find_element(By.ID, "links-section").is_displayed()
+    d.save_screenshot(shot)
+finally:
+    d.quit()
+print(json.dumps(out))
+"""#
+
+    func testThePageShowsEachLink() throws {
+        let dir = CLI.scratch()
+        let port = try LoopbackPort.free(), http = try LoopbackPort.free(), local = try LoopbackPort.free()
+        CLI.write("""
+            pipeline: bonded
+            realtime: true
+            nodes:
+              src: {type: srt, url: "srtla://127.0.0.1:\(port)", listen: true, idle: 3s, size: 320x240}
+              fit: {type: resize, in: src.video, size: 320x240}
+              v: {type: h264, in: fit, preset: ultrafast}
+              a: {type: aac, in: src.audio}
+              out: {type: file, in: [v, a], path: out.mp4, overwrite: true}
+            """, to: dir + "/bonded.pipe")
+        let run = try BackgroundRun(["run", dir + "/bonded.pipe", "--events", "json", "--http", "127.0.0.1:\(http)"], cwd: dir)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
+        let sender = try PublisherVanishTests.spawn(CLI.packageRoot + "/scripts/srtla-send", ["--listen", "127.0.0.1:\(local)", "--to", "127.0.0.1:\(port)",
+                                                                                            "--link", "127.0.0.1", "--link", "127.0.0.1", "--link", "127.0.0.1"])
+        addTeardownBlock { if sender.isRunning { kill(sender.processIdentifier, SIGKILL) } }
+        let publisher = try ServeTests.publish("srt://127.0.0.1:\(local)?streamid=phone&latency=2000000")
+        addTeardownBlock { if publisher.isRunning { kill(publisher.processIdentifier, SIGKILL) } }
+        // AVGRAPH_SCREENSHOTS=1 writes the docs' picture; otherwise it stays in the scratch folder.
+        let shot = ProcessInfo.processInfo.environment["AVGRAPH_SCREENSHOTS"] == "1" ? CLI.packageRoot + "/docs/operator-page-srtla.png" : dir + "/links.png"
+        let page = try PythonWitness.run(Self.linksPage, ["http://127.0.0.1:\(http)/", shot]) as? [String: Any] ?? [:]
+        print("srtla page: \(page)")
+        let rows = page["rows"] as? [[String]] ?? []
+        XCTAssertEqual(rows.count, 3, "a row per link: \(page)")
+        XCTAssertEqual(page["visible"] as? Bool, true)
+        for row in rows {
+            XCTAssertTrue(row[0].hasPrefix("127.0.0.1:"), "the link's address: \(row)")
+            XCTAssertTrue(row[2].hasSuffix("%") && row[3].hasSuffix("s ago"), "share and last heard: \(row)")
+        }
+        publisher.waitUntilExit()
+        sender.terminate()
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+    }
 }
+
