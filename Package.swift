@@ -52,13 +52,14 @@ let package = Package(
         .systemLibrary(name: "CSrt", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
         // The system's OpenSSL 3: STUN's MESSAGE-INTEGRITY (HMAC-SHA1) for WebRTC, DTLS next. No cryptography of our own.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSrtp", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         // Pixel kernels in C for the vector shuffles Swift does not reach.
         .target(name: "CKernels"),
         .target(name: "AVGraph", dependencies: ["CFFmpeg", "CKernels", "Yams"]),
         // The wire: RTMP (connection, chunks, AMF0), FLV tags, the H.264/HEVC bitstream facts they carry, the RTMP and
         // SRT listeners and the doors in front of them, TLS loading. It knows no node: a node adapts it.
         .target(name: "AVGraphTransport", dependencies: [
-            "AVGraph", "CFFmpeg", "CSrt", "COpenSSL",
+            "AVGraph", "CFFmpeg", "CSrt", "COpenSSL", "CSrtp",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),

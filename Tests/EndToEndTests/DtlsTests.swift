@@ -24,20 +24,12 @@ final class DtlsTests: XCTestCase {
 
     /// Runs s_client against a session on a UDP port until the handshake ends either way.
     static func handshake(_ session: DtlsServerSession, profile: String, length: Int, client: (cert: String, key: String, fingerprint: String)) throws -> Handshake {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let (fd, port) = SrtpTests.udp(timeout: 100_000)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
-        var length_ = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length_) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length_) } }
-        var wait = timeval(tv_sec: 0, tv_usec: 100_000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
 
         let p = Process(), input = Pipe(), output = Pipe()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["openssl", "s_client", "-dtls1_2", "-connect", "127.0.0.1:\(in_port_t(bigEndian: address.sin_port))", "-use_srtp", profile,
+        p.arguments = ["openssl", "s_client", "-dtls1_2", "-connect", "127.0.0.1:\(port)", "-use_srtp", profile,
                        "-keymatexport", "EXTRACTOR-dtls_srtp", "-keymatexportlen", String(length), "-cert", client.cert, "-key", client.key, "-showcerts"]
         p.standardInput = input
         p.standardOutput = output
