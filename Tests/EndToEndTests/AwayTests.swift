@@ -124,8 +124,9 @@ final class AwayTests: XCTestCase {
                                          file: StaticString = #filePath, line: UInt = #line) throws {
         let sent = try PassthroughTests.packetHashes(clip), got = try PassthroughTests.packetHashes(recorded)
         let before = zip(sent, got).prefix { $0 == $1 }.count
-        let resumed = try XCTUnwrap(sent.firstIndex(of: got[card.upperBound]), "the picture after the card is one of the phone's",
-                                    file: file, line: line)
+        // The second publisher (`-ss` with stream copy) starts at the clip's keyframe at or before the return.
+        let keyframes = try PassthroughTests.keyframeIndices(clip)
+        let resumed = try XCTUnwrap(keyframes.last { $0 <= Int(backAt) * 30 }, "a keyframe before the return", file: file, line: line)
         let after = zip(sent[resumed...], got[card.upperBound...]).prefix { $0 == $1 }.count
         let ours = card.upperBound - before
         print("passthrough: \(before) phone packets, then \(ours) of ours (held and card, \(card.count) of them the card), "
@@ -135,8 +136,6 @@ final class AwayTests: XCTestCase {
         XCTAssertLessThanOrEqual(card.lowerBound - before, 36, "our pictures start at most `after` and a frame before the card",
                                  file: file, line: line)
         XCTAssertGreaterThanOrEqual(card.lowerBound - before, 20, "the last picture held about `after`", file: file, line: line)
-        XCTAssertTrue(Set(try PassthroughTests.keyframeIndices(clip)).contains(resumed), "the phone resumes at its keyframe",
-                      file: file, line: line)
         XCTAssertGreaterThan(after, Int(Double(seconds) - backAt - 1) * 30, "the second session's packets to its end", file: file, line: line)
     }
 
