@@ -61,19 +61,20 @@ final class AwayTests: XCTestCase {
         let from = try XCTUnwrap(ended["from"] as? Double), to = try XCTUnwrap(ended["to"] as? Double)
 
         let recorded = try XCTUnwrap(nginx.sessions.last, "nginx recorded nothing")
-        try Self.assertContinuous(recorded, "nginx's recording")
-        let span = try Self.assertCard(recorded, from: from, to: to, "nginx's recording")
+        let pictures = (Self.seconds - 2) * 30
+        try Self.assertContinuous(recorded, "nginx's recording", pictures: pictures)
+        let span = try Self.assertCard(recorded, from: from, to: to, between: Self.killAt + 1, and: Self.backAt, "nginx's recording")
         for rendition in ["640p", "320p"] {
             let playlist = try HlsWitness.ended(dir + "/hls/\(rendition)/index.m3u8")
-            try Self.assertContinuous(playlist, "rendition \(rendition)")
-            try Self.assertCard(playlist, from: from, to: to, "rendition \(rendition)")
+            try Self.assertContinuous(playlist, "rendition \(rendition)", pictures: pictures)
+            try Self.assertCard(playlist, from: from, to: to, between: Self.killAt + 1, and: Self.backAt, "rendition \(rendition)")
         }
         try Self.assertPhonePacketsAround(recorded, clip: clip, span: span)
     }
 
     /// Every video timestamp within a frame (and a rounding) of the one before, every audio
     /// packet where the one before ended; prints the largest steps.
-    static func assertContinuous(_ path: String, _ what: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    static func assertContinuous(_ path: String, _ what: String, pictures: Int, file: StaticString = #filePath, line: UInt = #line) throws {
         func steps(_ stream: String) throws -> (largest: Double, at: Double, count: Int) {
             let out = try CLI.shell(["ffprobe", "-v", "error", "-select_streams", stream, "-show_entries", "packet=pts_time,duration_time",
                                      "-of", "csv=p=0", path])
@@ -86,17 +87,18 @@ final class AwayTests: XCTestCase {
         let video = try steps("v:0"), audio = try steps("a:0")
         print("\(what): \(video.count) video packets, largest hole \(ms(video.largest)) ms at \(String(format: "%.3f", video.at)) s; "
               + "\(audio.count) audio packets, largest hole \(ms(audio.largest)) ms at \(String(format: "%.3f", audio.at)) s")
-        XCTAssertGreaterThan(video.count, (seconds - 2) * 30, "\(what): pictures all through", file: file, line: line)
+        XCTAssertGreaterThan(video.count, pictures, "\(what): pictures all through", file: file, line: line)
         XCTAssertLessThanOrEqual(video.largest, 1.0 / 30 + 0.002, "\(what): no video timestamp gap over a frame", file: file, line: line)
         XCTAssertLessThanOrEqual(audio.largest, 0.002, "\(what): audio continuous", file: file, line: line)
     }
 
     static func ms(_ s: Double) -> String { String(format: "%.1f", s * 1000) }
 
-    /// The pictures in the card's gray: one span, from about `after` past the kill to the
-    /// return, where the `away` event says. Returns the span (picture indices, decode order).
+    /// The pictures in the card's gray: one span, from about `expectedFrom` (`after` past the
+    /// publisher's last media) to `expectedTo` (its return), where the `away` event says. Returns the
+    /// span (picture indices, decode order).
     @discardableResult
-    static func assertCard(_ path: String, from: Double, to: Double, _ what: String,
+    static func assertCard(_ path: String, from: Double, to: Double, between expectedFrom: Double, and expectedTo: Double, _ what: String,
                            file: StaticString = #filePath, line: UInt = #line) throws -> Range<Int> {
         let times = try CLI.videoFrameTimes(path)
         let pictures = try HlsWitness.grayPictures(path, width: 16, height: 16)
@@ -111,8 +113,8 @@ final class AwayTests: XCTestCase {
         print("\(what): card on pictures \(first)...\(last) (\(card.count)), \(String(format: "%.3f", t0)) s to \(String(format: "%.3f", t1)) s; "
               + "the away event: \(from) s to \(to) s")
         XCTAssertEqual(card.count, last - first + 1, "\(what): the card in one span", file: file, line: line)
-        XCTAssertEqual(t0, killAt + 1, accuracy: 0.7, "\(what): the card from `after` past the kill", file: file, line: line)
-        XCTAssertEqual(t1, backAt, accuracy: 1.5, "\(what): the card until the return", file: file, line: line)
+        XCTAssertEqual(t0, expectedFrom, accuracy: 0.7, "\(what): the card from `after` past the last media", file: file, line: line)
+        XCTAssertEqual(t1, expectedTo, accuracy: 1.5, "\(what): the card until the return", file: file, line: line)
         XCTAssertEqual(t0, from, accuracy: 0.05, "\(what): where the event says it began", file: file, line: line)
         XCTAssertEqual(t1, to - 1.0 / 30, accuracy: 0.05, "\(what): where the event says it ended", file: file, line: line)
         return first..<(last + 1)
@@ -137,6 +139,52 @@ final class AwayTests: XCTestCase {
                                  file: file, line: line)
         XCTAssertGreaterThanOrEqual(card.lowerBound - before, 20, "the last picture held about `after`", file: file, line: line)
         XCTAssertGreaterThan(after, Int(Double(seconds) - backAt - 1) * 30, "the second session's packets to its end", file: file, line: line)
+    }
+
+    /// An RTMP phone that freezes at 4 s (SIGSTOP: its connection stays open) and is taken as
+    /// gone at its `timeout` (2 s), while the card already shows: what the decoder still held of
+    /// it comes out at that verdict and is dropped, not taken as a return that would end the card
+    /// early (and leave a hole of `after` before the next one). It comes back at 9 s; the
+    /// recording (decoded, resized, encoded) is continuous, the card on from 5 s to the return.
+    func testStalledPublisherTakenAsGoneKeepsOneCardSpanToItsReturn() throws {
+        let dir = CLI.scratch()
+        let clip = dir + "/phone.mp4"
+        try FlashBeep.makeClip(clip, seconds: 12)
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=0x808080:s=360x640", "-frames:v", "1", dir + "/card.png"])
+        let port = try LoopbackPort.free()
+        let url = "rtmp://127.0.0.1:\(port)/live/phone"
+        CLI.write("""
+        pipeline: away-stall
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 15s, timeout: 2s, url: "\(url)", away: {after: 1s, image: card.png}}
+          fit:     {type: resize, in: src.video, size: 180x320, mode: fit}
+          video:   {type: h264, in: fit, preset: ultrafast}
+          audio:   {type: aac, in: src.audio}
+          out:     {type: file, in: [video, audio], path: out.mp4}
+        """, to: dir + "/away.pipe")
+        let run = try startListening(dir + "/away.pipe", in: dir)
+        let start = Date()
+        let first = try PublisherVanishTests.spawn("ffmpeg", ["-v", "error", "-nostdin", "-re", "-i", clip, "-c", "copy", "-f", "flv", url])
+        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+        Thread.sleep(until: start.addingTimeInterval(4))
+        kill(first.processIdentifier, SIGSTOP)
+        Thread.sleep(until: start.addingTimeInterval(7))
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        Thread.sleep(until: start.addingTimeInterval(9))
+        let second = try PublisherVanishTests.spawn("ffmpeg", ["-v", "error", "-nostdin", "-re", "-ss", "9", "-i", clip, "-c", "copy", "-f", "flv", url])
+        defer { if second.isRunning { kill(second.processIdentifier, SIGKILL) } }
+        second.waitUntilExit()
+        usleep(300_000)
+        run.process.terminate()
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let away = run.events.filter { $0["event"] as? String == "away" }
+        print("away events: \(away)")
+        XCTAssertEqual(away.compactMap { $0["state"] as? String }, ["started", "ended"], "one card span")
+        let ended = try XCTUnwrap(away.first { $0["state"] as? String == "ended" })
+        let from = try XCTUnwrap(ended["from"] as? Double), to = try XCTUnwrap(ended["to"] as? Double)
+        try Self.assertContinuous(dir + "/out.mp4", "the recording", pictures: 10 * 30)
+        try Self.assertCard(dir + "/out.mp4", from: from, to: to, between: 5, and: 9, "the recording")
     }
 
     /// A bad `away` is refused by check, at its place in the file.

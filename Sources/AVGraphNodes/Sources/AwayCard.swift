@@ -50,6 +50,15 @@ final class AwayStandIn {
     private var cardFrom: Double?
     /// Media time (the emitted timeline) of the span's first card and where its last one ends.
     private var span: (from: Double, to: Double)?
+    /// The session and producer time of the last media before the stand-in began.
+    private var newest: (session: Int, time: Double)?
+    private var edge: (session: Int, time: Double)?
+    /// Media of the session that went quiet, timed this close after its last media before the
+    /// stand-in, is what its connection held back (the decoder's last pictures, out only when a
+    /// publisher that stalled is taken as gone, `timeout` later): it belongs where the stand-in
+    /// began, so it is dropped rather than taken as the publisher's return. A publisher that
+    /// resumes after a stall goes on with later times.
+    static let heldBack = 0.5
 
     init(_ settings: AwaySettings, url: String) {
         self.settings = settings
@@ -62,9 +71,22 @@ final class AwayStandIn {
 
     var standing: Bool { cardFrom != nil }
 
-    func saw(_ picture: Frame) {
-        last = picture
+    /// Media of the publisher's that reached the outputs.
+    func saw(_ item: IngestQueue.Item) {
+        if let t = item.sourceTime {
+            // Audio and video of a session run a little apart: the newest of either.
+            let before = newest.flatMap { $0.session == item.session ? $0.time : nil } ?? t
+            newest = (item.session, max(t, before))
+        }
+        guard item.pad == 0 else { return }
+        last = item.frame
         held = nil
+    }
+
+    /// Whether `item` is held-back media of the session that went quiet (`heldBack`), to drop.
+    func isStale(_ item: IngestQueue.Item) -> Bool {
+        guard standing, let edge, item.session == edge.session, let t = item.sourceTime else { return false }
+        return t < edge.time + Self.heldBack
     }
 
     /// Monotonic time the stand-in has to act next: its next picture while it stands, else
@@ -83,6 +105,7 @@ final class AwayStandIn {
         if !standing {
             guard isDue(lastItem: lastItem) else { return }
             cardFrom = out.sourceClock
+            edge = newest
             emitter.standInBegins()
             if let imageProblem {
                 out.warning(imageProblem)

@@ -61,11 +61,13 @@ final class NetworkSourceCore {
         let silentAt = connected && !silent ? lastItem + Self.silence : nil
         let standInAt = away?.due(lastItem: lastItem, nextSlot: emitter.nextStandInSlot, clock: out.sourceClock)
         switch emitter.next(out, duration: duration, deadline: [idleEnds, silentAt, standInAt].compactMap { $0 }.min()) {
+        case .item(let item) where away?.isStale(item) == true:
+            out.countDropped(1, kind: item.pad == 0 ? .rawVideo : .rawAudio)
         case .item(let item):
             lastItem = Monotonic.now
             silent = false
             try emitter.emit(item, out)
-            if item.pad == 0 { away?.saw(item.frame) }
+            away?.saw(item)
             if emitter.isAnchored { away?.end(out) }
         case .woken, .deadline:
             try emitter.idle(out)
