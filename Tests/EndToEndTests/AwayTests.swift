@@ -187,6 +187,50 @@ final class AwayTests: XCTestCase {
         try Self.assertCard(dir + "/out.mp4", from: from, to: to, between: 5, and: 9, "the recording")
     }
 
+    /// The operator page lists the span as it happens: "publisher away" when the card comes on,
+    /// "publisher back" with its span when the phone returns (Debian's chromium, as
+    /// OperatorPageTests drives it).
+    func testOperatorPageListsTheAwaySpan() throws {
+        let dir = CLI.scratch()
+        let clip = dir + "/phone.mp4"
+        try FlashBeep.makeClip(clip, seconds: 12)
+        let port = try LoopbackPort.free(), http = try LoopbackPort.free()
+        let url = "rtmp://127.0.0.1:\(port)/live/phone"
+        CLI.write("""
+        pipeline: away-page
+        nodes:
+          src:     {type: rtmp, listen: true, idle: 15s, url: "\(url)", away: {after: 1s}}
+          video:   {type: h264, in: src.video, passthrough: auto, preset: ultrafast}
+          out:     {type: null, in: [video, src.audio]}
+        """, to: dir + "/away.pipe")
+        var env = ProcessInfo.processInfo.environment
+        env["AVGRAPH_KEYS"] = nil
+        let run = try BackgroundRun(["run", dir + "/away.pipe", "--events", "json", "--http", "127.0.0.1:\(http)"], cwd: dir, environment: env)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor(timeout: 20) { $0["event"] as? String == "listening" }, run.stderr)
+        // The phone: 5 s, killed, back 4 s later for 2 s (in the background while the page watches).
+        let phone = try PublisherVanishTests.spawn("bash", ["-c", """
+            ffmpeg -v error -nostdin -re -i '\(clip)' -c copy -f flv '\(url)' & p=$!; sleep 5; kill -9 $p
+            sleep 4; ffmpeg -v error -nostdin -re -ss 9 -i '\(clip)' -t 2 -c copy -f flv '\(url)'
+            """])
+        defer { if phone.isRunning { kill(phone.processIdentifier, SIGKILL) } }
+        let seen = try XCTUnwrap(PythonWitness.run(OperatorPageTests.chromium + #"""
+        d.get(sys.argv[1])
+        text = lambda: d.find_element(By.ID, "warnings").text
+        until(lambda: "publisher back" in text(), 25)
+        print(json.dumps({"warnings": text(), "console": [e["message"] for e in d.get_log("browser") if e["level"] == "SEVERE"]}))
+        d.quit()
+        """#, ["http://127.0.0.1:\(http)/"]) as? [String: Any])
+        phone.waitUntilExit()
+        run.process.terminate()
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let warnings = seen["warnings"] as? String ?? ""
+        print("the operator page's list: \(warnings.replacingOccurrences(of: "\n", with: " | "))")
+        XCTAssertTrue(warnings.contains("src: publisher away: the card shows from"), warnings)
+        XCTAssertTrue(warnings.contains("src: publisher back: the card showed"), warnings)
+        XCTAssertEqual(seen["console"] as? [String] ?? ["?"], [], "no error on the page")
+    }
+
     /// A bad `away` is refused by check, at its place in the file.
     func testCheckRefusesABadAwayAtItsPlace() throws {
         let dir = CLI.scratch()
