@@ -61,14 +61,19 @@ final class NetworkSourceCore {
         let silentAt = connected && !silent ? lastItem + Self.silence : nil
         let standInAt = away?.due(lastItem: lastItem, nextSlot: emitter.nextStandInSlot, clock: out.sourceClock)
         switch emitter.next(out, duration: duration, deadline: [idleEnds, silentAt, standInAt].compactMap { $0 }.min()) {
-        case .item(let item) where away?.isStale(item) == true:
-            out.countDropped(1, kind: item.pad == 0 ? .rawVideo : .rawAudio)
         case .item(let item):
-            lastItem = Monotonic.now
-            silent = false
-            try emitter.emit(item, out)
-            away?.saw(item)
-            if emitter.isAnchored { away?.end(out) }
+            if away?.isStale(item) == true {
+                out.countDropped(1, kind: item.pad == 0 ? .rawVideo : .rawAudio)
+            } else {
+                lastItem = Monotonic.now
+                silent = false
+                try emitter.emit(item, out)
+                away?.saw(item)
+                if emitter.isAnchored { away?.end(out) }
+            }
+            // A returning publisher's audio, waiting for its first picture, comes more often than
+            // the stand-in's pictures are due: they go on in between.
+            if let away, away.standing { try away.fill(emitter, lastItem: lastItem, out) }
         case .woken, .deadline:
             try emitter.idle(out)
             if let away, away.standing || away.isDue(lastItem: lastItem) {
