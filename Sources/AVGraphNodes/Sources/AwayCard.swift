@@ -23,7 +23,7 @@ struct AwaySettings {
         image = name.flatMap { $0 == Self.lastPicture ? nil : PathResolver.resolve($0, relativeTo: base) }
     }
 
-    /// A card `check` can see will not read refuses the file there.
+    /// A card that does not read is refused by `check`, at the option.
     static func negotiate(_ n: Negotiation) throws(NegotiationError) {
         guard let settings = AwaySettings(n.options, base: n.baseDirectory), let image = settings.image else { return }
         do { _ = try ImageLoader.load(image) } catch {
@@ -50,7 +50,8 @@ final class AwayStandIn {
     private var cardFrom: Double?
     /// Media time (the emitted timeline) of the span's first card and where its last one ends.
     private var span: (from: Double, to: Double)?
-    /// The session and producer time of the last media before the stand-in began.
+    /// The session and producer time of the newest media that reached the outputs, and of the
+    /// newest before the stand-in began.
     private var newest: (session: Int, time: Double)?
     private var edge: (session: Int, time: Double)?
     /// Media of the session that went quiet, timed this close after its last media before the
@@ -71,7 +72,7 @@ final class AwayStandIn {
 
     var standing: Bool { cardFrom != nil }
 
-    /// Media of the publisher's that reached the outputs.
+    /// Media of the publisher that reached the outputs.
     func saw(_ item: IngestQueue.Item) {
         if let t = item.sourceTime {
             // Audio and video of a session run a little apart: the newest of either.
