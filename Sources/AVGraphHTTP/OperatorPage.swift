@@ -259,6 +259,8 @@ function listen() {
       case "paused": paused = true; setState("paused"); $("pause").textContent = "Resume"; break;
       case "resumed": paused = false; setState("running"); $("pause").textContent = "Pause"; break;
       case "warning": case "error": warn(e); break;
+      case "away": warn({ node: e.node, message: e.state === "started" ? "publisher away: the card shows from " + e.from.toFixed(2) + " s"
+                                                   : "publisher back: the card showed " + e.from.toFixed(2) + " s to " + e.to.toFixed(2) + " s" }); break;
       case "eos": setState("ended"); events.close(); break;
     }
   };

@@ -198,9 +198,7 @@ final class IngestEmitter {
             guard let next = audioNext[pad], pad < audioShapes.count, let shape = audioShapes[pad] else { continue }
             let samples = Int((shift * Double(shape.rate)).rounded())
             guard samples > 0 else { continue }
-            let pool = try AudioFramePool(format: shape.format, channels: shape.channels, sampleRate: shape.rate, capacity: samples)
-            let silence = try pool.frame(samples: samples, pts: next)
-            av_samples_set_silence(silence.audioPlanes, 0, Int32(samples), Int32(shape.channels), shape.format)
+            let silence = try Self.silence(shape, samples: samples, pts: next)
             audioNext[pad] = next + Int64(samples)
             lastEnd = max(lastEnd, Double(next + Int64(samples)) / Double(shape.rate))
             presence.tag(silence)
@@ -329,6 +327,60 @@ final class IngestEmitter {
         out.emit(frame, output: pad)
         emitted(Double(frame.pts + Int64(frame.sampleCount)) / Double(rate), pad: pad)
         return end
+    }
+
+    // MARK: - A stand-in while the producer is away (`AwayStandIn`)
+
+    /// Seconds between a stand-in's pictures: the frame grid, or 30 a second without one.
+    var standInPeriod: Double { framePeriod > 0 ? framePeriod : 1.0 / 30 }
+
+    /// Source-clock time of the stand-in's next picture: the slot after the last picture emitted.
+    var nextStandInSlot: Double { lastVideo < 0 ? 0 : lastVideo + standInPeriod }
+
+    /// Whether the producer's media has a place on the timeline (false from `standInBegins` until
+    /// media after it arrives and is anchored).
+    var isAnchored: Bool { anchor != nil }
+
+    /// A stand-in begins: whatever the producer sends after it, late media of the session that
+    /// went quiet or a new session, is anchored again after the stand-in's last media, not where
+    /// its old offset would put it (under the stand-in's pictures).
+    func standInBegins() {
+        if waiting.isEmpty { anchor = nil }
+        videoBehind = false
+    }
+
+    /// A picture the source made itself (`AwayStandIn`) at `t` on the frame grid, and silence on
+    /// every audio pad up to where the picture ends: media of a producer that is there, so `fps`
+    /// and `mixer` downstream take it as they take the producer's own. Paced like a burst when
+    /// it starts behind the clock (the held seconds before the card).
+    func emitStandIn(_ picture: Frame, at t: Double, _ out: Outlet) throws {
+        let end = t + standInPeriod
+        presence.returned()
+        lastVideo = t
+        lastEnd = max(lastEnd, end)
+        picture.timeBase = Rational(1, 1_000_000)
+        picture.pts = Int64((t * 1e6).rounded())
+        presence.tag(picture)
+        paceCatchUp(t, out)
+        out.emit(picture, output: 0)
+        emitted(picture.seconds + standInPeriod, pad: 0)
+        for pad in audioShapes.indices { if let shape = audioShapes[pad] { try emitSilence(pad: pad, shape, until: end, out) } }
+    }
+
+    private func emitSilence(pad: Int, _ shape: AudioShape, until end: Double, _ out: Outlet) throws {
+        let rate = Double(shape.rate)
+        let to = Int64((end * rate).rounded())
+        let from = audioNext[pad] ?? Int64((lastVideo * rate).rounded())
+        let samples = Int(to - from)
+        guard samples > 0 else { return }
+        _ = emitSamples(try Self.silence(shape, samples: samples, pts: from), pad: pad, at: from, out)
+    }
+
+    private static func silence(_ shape: AudioShape, samples: Int, pts: Int64) throws -> Frame {
+        let pool = try AudioFramePool(format: shape.format, channels: shape.channels, sampleRate: shape.rate, capacity: samples)
+        let silence = try pool.frame(samples: samples, pts: pts)
+        av_samples_set_silence(silence.audioPlanes, 0, Int32(samples), Int32(shape.channels), shape.format)
+        return silence
     }
 
     /// Drops the queue made are counted in `stats` under this node.

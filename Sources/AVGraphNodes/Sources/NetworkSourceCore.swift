@@ -6,7 +6,7 @@ import Foundation
 /// reports publishers and ends the run after `idle` without one.
 final class NetworkSourceCore {
     /// What every network source emits besides the runtime's own events.
-    static let events: [any NodeEvent.Type] = [ListeningEvent.self, PublisherEvent.self, IdleEvent.self]
+    static let events: [any NodeEvent.Type] = [ListeningEvent.self, PublisherEvent.self, IdleEvent.self, AwayEvent.self]
     let hub: IngestHub
     let emitter: IngestEmitter
     let reader: NetworkReader
@@ -29,6 +29,8 @@ final class NetworkSourceCore {
     static let mediaTimeSlack = 0.05
     private var lastItem = Monotonic.now
     private var silent = false
+    /// `away`: the pictures and silence that stand in for a publisher that is gone.
+    private let away: AwayStandIn?
 
     init(_ setup: NodeSetup, input given: NetworkInput) {
         var input = given
@@ -41,6 +43,7 @@ final class NetworkSourceCore {
         idle = setup[NetworkSourceOptions.idle]
         duration = setup.duration
         reader = NetworkReader(input, hub: hub, backlog: setup[NetworkSourceOptions.backlog])
+        away = AwaySettings(setup.options, base: setup.baseDirectory).map { AwayStandIn($0, url: NetworkSourceOptions.redacted(input.url)) }
         reader.start()
     }
 
@@ -56,14 +59,27 @@ final class NetworkSourceCore {
         let connected = reader.isConnected
         let idleEnds = connected ? nil : idle.map { Monotonic.now + max(0, idleSince + $0 - out.clock) }
         let silentAt = connected && !silent ? lastItem + Self.silence : nil
-        switch emitter.next(out, duration: duration, deadline: [idleEnds, silentAt].compactMap { $0 }.min()) {
+        let standInAt = away?.due(lastItem: lastItem, nextSlot: emitter.nextStandInSlot, clock: out.sourceClock)
+        switch emitter.next(out, duration: duration, deadline: [idleEnds, silentAt, standInAt].compactMap { $0 }.min()) {
         case .item(let item):
-            lastItem = Monotonic.now
-            silent = false
-            try emitter.emit(item, out)
+            if away?.isStale(item) == true {
+                out.countDropped(1, kind: item.pad == 0 ? .rawVideo : .rawAudio)
+            } else {
+                lastItem = Monotonic.now
+                silent = false
+                try emitter.emit(item, out)
+                away?.saw(item)
+                if emitter.isAnchored { away?.end(out) }
+            }
+            // A returning publisher's audio, waiting for its first picture, comes more often than
+            // the stand-in's pictures are due: they go on in between.
+            if let away, away.standing { try away.fill(emitter, lastItem: lastItem, out) }
         case .woken, .deadline:
             try emitter.idle(out)
-            if !reader.isConnected {
+            if let away, away.standing || away.isDue(lastItem: lastItem) {
+                // The stand-in is the media now: no silence mark, no end of media for `fps` and `mixer` to stop at.
+                try away.fill(emitter, lastItem: lastItem, out)
+            } else if !reader.isConnected {
                 try emitter.producerLeft(out)
             } else if !silent && Monotonic.now - lastItem >= Self.silence {
                 silent = emitter.producerSilent()

@@ -84,3 +84,30 @@ public struct SrtlaLinksEvent: NodeEvent, Equatable {
         return "srtla group \(group)\(change.map { ": " + $0 } ?? ""): \(links.isEmpty ? "no link" : each)"
     }
 }
+
+/// A network source's publisher was gone for `away`'s `after`: the card is on from `from`
+/// (media seconds) (`started`), or off again, its span `from`..`to`, once the publisher's media is back (`ended`).
+public struct AwayEvent: NodeEvent, Equatable {
+    public static let eventName = "away"
+    public enum State: String, Codable, Sendable, CaseIterable { case started, ended }
+    public static let summary = "A network source shows its away card while the publisher is gone: started, or ended with its span."
+    public static var fields: [EventField] {
+        [.choice("state", State.allCases.map(\.rawValue)), .number("from", minimum: 0, doc: "media seconds of the first card"),
+         .number("to", minimum: 0, required: false, doc: "on ended: media seconds where the last card ends"), .string("url")]
+    }
+    public static var example: Self { Self(state: .ended, from: 11, to: 20.5, url: "rtmp://h/live/***") }
+
+    public var state: State
+    public var from: Double
+    public var to: Double?
+    /// The source's URL without stream key, credentials or query.
+    public var url: String
+    public init(state: State, from: Double, to: Double? = nil, url: String) {
+        self.state = state; self.from = from; self.to = to; self.url = url
+    }
+
+    public var text: String {
+        state == .started ? "publisher away on \(url): the card shows from \(Event.seconds(from))"
+            : "publisher back on \(url): the card showed \(Event.seconds(from))..\(Event.seconds(to ?? from))"
+    }
+}

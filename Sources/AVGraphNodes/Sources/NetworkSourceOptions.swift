@@ -26,12 +26,13 @@ enum NetworkSourceOptions {
 
     static func common() -> [OptionSpec] {
         [listen.spec, idle.spec, timeout.spec, size.spec, IngestOptions.rate.spec, IngestOptions.audioRate.spec,
-         IngestOptions.audioChannels.spec, buffer.spec, IngestOptions.audioBuffer.spec, backlog.spec]
+         IngestOptions.audioChannels.spec, buffer.spec, IngestOptions.audioBuffer.spec, backlog.spec, AwaySettings.away.spec]
     }
 
     static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
         let size = n[Self.size]
         guard size.width >= 2, size.height >= 2 else { throw NegotiationError("size must be at least 2x2", option: "size") }
+        try AwaySettings.negotiate(n)
         var video = StreamFormat.video(width: size.width, height: size.height, pixelFormat: "yuv420p", frameRate: n[IngestOptions.rate])
         video.timeBase = Rational(1, 1_000_000)
         video.sizeVaries = true

@@ -14,7 +14,7 @@ public final class PublisherSourceNode: Source, Node, LiveSource {
     public static let options = [NetworkSourceOptions.idle.spec, NetworkSourceOptions.timeout.spec, NetworkSourceOptions.size.spec,
                                  IngestOptions.rate.spec, IngestOptions.audioRate.spec, IngestOptions.audioChannels.spec,
                                  NetworkSourceOptions.buffer.spec, IngestOptions.audioBuffer.spec, NetworkSourceOptions.backlog.spec,
-                                 ListenOptions.maxSize.spec]
+                                 ListenOptions.maxSize.spec, AwaySettings.away.spec]
     public static let events: [any NodeEvent.Type] = NetworkSourceCore.events
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] { try NetworkSourceOptions.negotiate(n) }
