@@ -50,7 +50,8 @@ final class SrtlaTests: XCTestCase {
                                                     "--link", net.senderAddress(1), "--link", "\(net.senderAddress(2))=\(net.receiverAddress(2)):5002", "--link", net.senderAddress(3)],
                                    output: figures.fileHandleForWriting)
         addTeardownBlock { if sender.isRunning { kill(sender.processIdentifier, SIGKILL) } }
-        usleep(300_000)
+        // The caller's SRT handshake gives up after 3 s: it starts once the links are registered.
+        XCTAssertTrue(ServeTests.waitFor(timeout: 15) { serve.stderr.components(separatedBy: ": joined ").count > 3 }, serve.stderr)
         let ffmpeg = ["ffmpeg", "-v", "error", "-re", "-i", clip, "-c", "copy", "-f", "mpegts"]
         let bonded = try net.start(in: net.sender, ["/usr/bin/env"] + ffmpeg + ["srt://127.0.0.1:6000?streamid=bonded&latency=2000000"])
         let plain = try net.start(in: net.sender, ["/usr/bin/env"] + ffmpeg + ["srt://\(net.server):9000?streamid=plain"])
@@ -123,6 +124,14 @@ final class SrtlaTests: XCTestCase {
         print(json.dumps(out))
         """
 
+    /// Whether srtla-send's figures (`--stats FILE`) say all its links are registered, waiting up to 15 s.
+    static func registered(_ stats: String, links: Int = 3) -> Bool {
+        ServeTests.waitFor(timeout: 15) {
+            let figures = (try? Data(contentsOf: URL(fileURLWithPath: stats))).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+            return (figures?["links"] as? [[String: Any]])?.filter { $0["registered"] as? Bool == true }.count == links
+        }
+    }
+
     func testRefusedRegistrationsLeaveTheRunningGroupAlone() throws {
         let dir = CLI.scratch()
         let port = try LoopbackPort.free()
@@ -130,7 +139,7 @@ final class SrtlaTests: XCTestCase {
             pipeline: bonded
             realtime: true
             nodes:
-              src: {type: srt, url: "srtla://127.0.0.1:\(port)", listen: true, srtla-links: 4, idle: 3s, size: 320x240}
+              src: {type: srt, url: "srtla://127.0.0.1:\(port)", listen: true, srtla-links: 4, idle: 10s, size: 320x240}
               fit: {type: resize, in: src.video, size: 320x240}
               v: {type: h264, in: fit, preset: ultrafast}
               a: {type: aac, in: src.audio}
@@ -139,10 +148,12 @@ final class SrtlaTests: XCTestCase {
         let run = try BackgroundRun(["run", dir + "/bonded.pipe", "--events", "json"], cwd: dir)
         addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
         XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
-        let local = try LoopbackPort.free()
-        let sender = try PublisherVanishTests.spawn(CLI.packageRoot + "/scripts/srtla-send", ["--listen", "127.0.0.1:\(local)", "--to", "127.0.0.1:\(port)",
+        let local = try LoopbackPort.free(), stats = dir + "/links.json"
+        let sender = try PublisherVanishTests.spawn(CLI.packageRoot + "/scripts/srtla-send", ["--listen", "127.0.0.1:\(local)", "--to", "127.0.0.1:\(port)", "--stats", stats,
                                                                                    "--link", "127.0.0.1", "--link", "127.0.0.1", "--link", "127.0.0.1"])
         addTeardownBlock { if sender.isRunning { kill(sender.processIdentifier, SIGKILL) } }
+        // The caller's SRT handshake gives up after 3 s: it starts once the links are registered.
+        XCTAssertTrue(Self.registered(stats), "srtla-send registered its 3 links")
         let publisher = try ServeTests.publish("srt://127.0.0.1:\(local)?streamid=phone&latency=2000000")
         addTeardownBlock { if publisher.isRunning { kill(publisher.processIdentifier, SIGKILL) } }
         XCTAssertNotNil(run.waitFor { $0["event"] as? String == "publisher" }, run.stderr)
@@ -159,7 +170,9 @@ final class SrtlaTests: XCTestCase {
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
         let pictures = try CLI.videoFrameTimes(dir + "/out.mp4").count
         let warnings = run.events.filter { $0["event"] as? String == "warning" }.compactMap { $0["message"] as? String }
-        let links = run.events.filter { $0["event"] as? String == "srtla" && $0["group"] as? Int == 1 }.last?["links"] as? [[String: Any]]
+        // While the stream was live (its sender's links go silent after it and leave 10 s later).
+        let live = run.events.prefix { !($0["event"] as? String == "publisher" && $0["state"] as? String == "disconnected") }
+        let links = live.filter { $0["event"] as? String == "srtla" && $0["group"] as? Int == 1 }.last?["links"] as? [[String: Any]]
         print("srtla: \(pictures) pictures recorded beside the refusals; warnings: \(warnings)")
         XCTAssertEqual(pictures, Int(ServeTests.seconds) * 30, "the bonded stream recorded whole")
         XCTAssertEqual(links?.count, 3, "the sender's group kept its 3 links")
@@ -185,12 +198,12 @@ print(json.dumps(out))
 
     func testThePageShowsEachLink() throws {
         let dir = CLI.scratch()
-        let port = try LoopbackPort.free(), http = try LoopbackPort.free(), local = try LoopbackPort.free()
+        let port = try LoopbackPort.free(), http = try LoopbackPort.free(), local = try LoopbackPort.free(), stats = dir + "/links.json"
         CLI.write("""
             pipeline: bonded
             realtime: true
             nodes:
-              src: {type: srt, url: "srtla://127.0.0.1:\(port)", listen: true, idle: 3s, size: 320x240}
+              src: {type: srt, url: "srtla://127.0.0.1:\(port)", listen: true, idle: 10s, size: 320x240}
               fit: {type: resize, in: src.video, size: 320x240}
               v: {type: h264, in: fit, preset: ultrafast}
               a: {type: aac, in: src.audio}
@@ -199,9 +212,11 @@ print(json.dumps(out))
         let run = try BackgroundRun(["run", dir + "/bonded.pipe", "--events", "json", "--http", "127.0.0.1:\(http)"], cwd: dir)
         addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
         XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
-        let sender = try PublisherVanishTests.spawn(CLI.packageRoot + "/scripts/srtla-send", ["--listen", "127.0.0.1:\(local)", "--to", "127.0.0.1:\(port)",
+        let sender = try PublisherVanishTests.spawn(CLI.packageRoot + "/scripts/srtla-send", ["--listen", "127.0.0.1:\(local)", "--to", "127.0.0.1:\(port)", "--stats", stats,
                                                                                             "--link", "127.0.0.1", "--link", "127.0.0.1", "--link", "127.0.0.1"])
         addTeardownBlock { if sender.isRunning { kill(sender.processIdentifier, SIGKILL) } }
+        // The caller's SRT handshake gives up after 3 s: it starts once the links are registered.
+        XCTAssertTrue(Self.registered(stats), "srtla-send registered its 3 links")
         let publisher = try ServeTests.publish("srt://127.0.0.1:\(local)?streamid=phone&latency=2000000")
         addTeardownBlock { if publisher.isRunning { kill(publisher.processIdentifier, SIGKILL) } }
         // AVGRAPH_SCREENSHOTS=1 writes the docs' picture; otherwise it stays in the scratch folder.
