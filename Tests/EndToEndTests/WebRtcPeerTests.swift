@@ -35,6 +35,20 @@ final class WebRtcPeerTests: XCTestCase {
         try check(run, path: path, whole: run.h264.filter { !$0.damaged }.count, damaged: run.h264.filter(\.damaged).count)
     }
 
+    /// One video packet in 15 thrown away on arrival, as a lossy link would: the reorder buffer
+    /// holds the hole, a NACK (RTCP, protected by SRTCP) asks aiortc for it, and its
+    /// retransmission fills it before the picture is handed on.
+    func testLostPacketsAreAskedForAgainAndTheirPicturesComeWhole() throws {
+        let run = try publish(codec: "H264", dropEvery: 15)
+        let path = CLI.scratch() + "/nack.h264"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(run.h264.filter { !$0.damaged }.flatMap(\.bytes))))
+        print("webrtc nack: \(run.thrown) packets thrown away, \(run.nacks) NACKs sent, \(run.recovered) retransmitted back, \(run.skipped) given up")
+        XCTAssertGreaterThan(run.thrown, 10)
+        XCTAssertGreaterThanOrEqual(run.recovered, run.thrown - 1, "aiortc sent again what the NACKs named")
+        XCTAssertLessThanOrEqual(run.h264.filter(\.damaged).count, 1)
+        try check(run, path: path, whole: run.h264.filter { !$0.damaged }.count, damaged: run.h264.filter(\.damaged).count)
+    }
+
     func testAiortcPublishesVp8AndOpusOverIceDtlsAndSrtp() throws {
         let run = try publish(codec: "VP8")
         XCTAssertTrue(run.vp8.first?.isKeyframe == true, "the first frame is a keyframe")
@@ -62,10 +76,11 @@ final class WebRtcPeerTests: XCTestCase {
         var rtcp = 0
         var stats: [String: Any] = [:]
         var errors = ""
+        var thrown = 0, nacks = 0, recovered = 0, skipped = 0
     }
 
     /// aiortc offers `codec` video and Opus audio for 6 s; what avgraph received, unprotected and reassembled.
-    func publish(codec: String) throws -> Run {
+    func publish(codec: String, dropEvery: Int = 0) throws -> Run {
         let (fd, port) = SrtpTests.udp(timeout: 50_000)
         defer { close(fd) }
         let certificate = try DtlsCertificate()
@@ -94,6 +109,13 @@ final class WebRtcPeerTests: XCTestCase {
 
         var run = Run()
         var h264 = H264Depacketizer(), vp8 = Vp8Depacketizer()
+        var reorder = RtpReorderBuffer()
+        var thrownAway = Set<UInt16>(), everThrown = Set<UInt16>(), lastNack = 0.0, videoPackets = 0, mediaSsrc: UInt32 = 0
+        func depacketize(_ packets: [RtpPacket]) {
+            for packet in packets {
+                if codec == "VP8" { run.vp8 += vp8.push(packet) } else { run.h264 += h264.push(packet) }
+            }
+        }
         let start = Date()
         var buffer = [UInt8](repeating: 0, count: 2048)
         while Date().timeIntervalSince(start) < 6 {
@@ -101,11 +123,31 @@ final class WebRtcPeerTests: XCTestCase {
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             let n = withUnsafeMutablePointer(to: &from) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, &buffer, buffer.count, 0, $0, &length) } }
             var events: [WebRtcPeer.Event] = []
+            // A lossy link, before SRTP sees the packet: its header (in the clear) says video, and which.
+            if n >= 12, dropEvery > 0, (128...191).contains(buffer[0]), buffer[1] & 0x7F == video.payloadType {
+                let sequence = UInt16(buffer[2]) << 8 | UInt16(buffer[3])
+                videoPackets += 1
+                if videoPackets % dropEvery == 0 && !thrownAway.contains(sequence) && !everThrown.contains(sequence) {
+                    thrownAway.insert(sequence)
+                    everThrown.insert(sequence)
+                    run.thrown += 1
+                    continue
+                }
+            }
             if n > 0 {
                 let host = withUnsafeBytes(of: from.sin_addr.s_addr) { Array($0) }
                 events = peer.receive(Array(buffer[..<n]), from: .init(host: host, port: in_port_t(bigEndian: from.sin_port)))
             } else if let wait = peer.retransmitIn, wait <= 0 {
                 events = peer.retransmit().map { .send($0) }
+            }
+            let now = Date().timeIntervalSince(start)
+            depacketize(reorder.release(now: now))
+            if dropEvery > 0, !reorder.missing.isEmpty, now - lastNack >= 0.05, let outbound = peer.outbound {
+                var nack = RtcpFeedback.nack(sender: 1, media: mediaSsrc, lost: reorder.missing)
+                try outbound.protectRtcp(&nack)
+                _ = withUnsafePointer(to: &from) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, nack, nack.count, 0, $0, length) } }
+                run.nacks += 1
+                lastNack = now
             }
             for e in events {
                 switch e {
@@ -114,7 +156,9 @@ final class WebRtcPeerTests: XCTestCase {
                 case .connected: run.connectedAfter = Date().timeIntervalSince(start)
                 case .rtp(let packet):
                     if packet.payloadType == video.payloadType {
-                        if codec == "VP8" { run.vp8 += vp8.push(packet) } else { run.h264 += h264.push(packet) }
+                        mediaSsrc = packet.ssrc
+                        if thrownAway.remove(packet.sequence) != nil { run.recovered += 1 }
+                        depacketize(reorder.push(packet, now: now))
                     } else if packet.payloadType == audio?.payloadType {
                         run.opus += 1
                     }
@@ -124,6 +168,8 @@ final class WebRtcPeerTests: XCTestCase {
                 }
             }
         }
+        depacketize(reorder.release(now: .infinity))
+        run.skipped = reorder.skipped
         input.fileHandleForWriting.write(Data([0x0A]))
         run.stats = line()
         p.waitUntilExit()
