@@ -5,7 +5,10 @@ import XCTest
 /// server address: link `i` is a veth pair, 10.77.i.1 on the sender's side, 10.77.i.2 on the
 /// receiver's. The server's address, `server` (10.77.0.2), is reached from 10.77.i.1 over link
 /// `i` (a routing rule per source address, as a phone routes each modem's socket), and from any
-/// other socket over `plainLink`. Both namespaces have their loopback up.
+/// other socket over `plainLink`. Both namespaces have their loopback up. The receiver's host has
+/// an address per link besides `server`: a reply its system routes leaves from the link's own
+/// address unless the program answers from the address the datagram came to (IP_PKTINFO), except
+/// over `plainLink`, whose route leaves from `server` (libsrt answers by the route).
 ///
 /// This machine's kernel has no netem (`tc qdisc add ... netem`: "Specified qdisc kind is
 /// unknown"), so a link is shaped otherwise: loss and cuts by nftables rules on the receiver's
@@ -41,8 +44,6 @@ final class BondedLinks: @unchecked Sendable {
                 try Self.ip(["-n", receiver, "addr", "add", "\(receiverAddress(i))/24", "dev", b])
                 try Self.ip(["-n", sender, "link", "set", a, "up"])
                 try Self.ip(["-n", receiver, "link", "set", b, "up"])
-                // Replies leave from the server's address, as from a server with one address.
-                try Self.ip(["-n", receiver, "route", "replace", "10.77.\(i).0/24", "dev", b, "src", server])
                 try Self.ip(["-n", sender, "rule", "add", "from", senderAddress(i), "table", "\(100 + i)", "pref", "\(100 + i)"])
                 try Self.ip(["-n", sender, "route", "add", "\(server)/32", "via", receiverAddress(i), "dev", a, "table", "\(100 + i)"])
                 try nft(["add", "chain", "inet", "links", "in\(i)"])
@@ -51,6 +52,9 @@ final class BondedLinks: @unchecked Sendable {
                 try nft(["add", "rule", "inet", "links", "out", "oifname", b, "jump", "out\(i)"])
             }
             try Self.ip(["-n", sender, "route", "add", "\(server)/32", "via", receiverAddress(plainLink)])
+            // libsrt 1.5.1 answers from the address its system routes by: over the plain link the
+            // server's own address is that route's source, so a plain SRT caller there is answered.
+            try Self.ip(["-n", receiver, "route", "replace", "10.77.\(plainLink).0/24", "dev", "avr\(plainLink)", "src", server])
         } catch {
             remove()
             throw error

@@ -120,6 +120,7 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
         defer { freeaddrinfo(list) }
         let fd = socket(first.pointee.ai_family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw fail("socket") }
+        _ = avg_udp_want_destination(fd, first.pointee.ai_family)
         // Several links' bursts land on one socket: room for about a second of a 20 Mbit/s stream.
         var size: Int32 = 4 << 20
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -179,17 +180,26 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
 
     /// At most a few hundred packets a wake: the groups' sockets and the stop get their turn under a flood.
     private func receiveFromSenders(_ buffer: inout [UInt8]) {
+        var destination = [UInt8](repeating: 0, count: 16)
         for _ in 0..<256 {
             var address = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            var destinationLength: Int32 = 0
             let n = buffer.withUnsafeMutableBytes { b in
-                withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(publicSocket, b.baseAddress, b.count, 0, $0, &length) } }
+                avg_udp_receive(publicSocket, b.baseAddress, b.count, &address, &length, &destination, &destinationLength)
             }
             guard n >= 0 else { return }
             guard let peer = UdpPeer(address) else { continue }
+            // Answers leave from the address the sender sent to (a host with several: the sender drops any other):
+            // this datagram's own, then, for a link, the one it last used.
+            current = (peer, Array(destination.prefix(Int(destinationLength))))
+            defer { current = nil }
             buffer.withUnsafeBytes { b in
-                let packet = UnsafeRawBufferPointer(rebasing: b[0..<n])
+                let packet = UnsafeRawBufferPointer(rebasing: b[0..<Int(n)])
                 apply(groups.receive(packet, from: peer, now: Monotonic.now), packet: packet, from: peer)
+            }
+            if destinationLength > 0, groups.group(of: peer) != nil, answerFrom[peer].map({ !$0.elementsEqual(destination.prefix(Int(destinationLength))) }) ?? true {
+                answerFrom[peer] = current?.destination
             }
         }
     }
@@ -206,7 +216,8 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
     }
 
     private func send(_ bytes: UnsafeRawBufferPointer, to peer: UdpPeer) {
-        _ = peer.withSockaddr { sendto(publicSocket, bytes.baseAddress, bytes.count, 0, $0, $1) }
+        let from = current.flatMap { $0.source == peer ? $0.destination : nil } ?? answerFrom[peer] ?? []
+        _ = peer.withSockaddr { to, length in avg_udp_send_from(publicSocket, bytes.baseAddress, bytes.count, to, length, from, Int32(from.count)) }
     }
 
     private func apply(_ actions: [SrtlaGroups<UdpPeer>.Action], packet: UnsafeRawBufferPointer, from peer: UdpPeer?) {
@@ -228,6 +239,10 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
         }
     }
 
+    /// The address each link sent to, which its answers leave from.
+    private var answerFrom: [UdpPeer: [UInt8]] = [:]
+    /// The datagram being handled: its source and the address it was sent to.
+    private var current: (source: UdpPeer, destination: [UInt8])?
     /// Link counts as last reported, to say each join once.
     private var reportedLinks: [Int: Int] = [:]
 
@@ -315,6 +330,7 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
         lastReport = now
         let live = Set(groups.groups.values.flatMap { $0.links.map(\.peer) })
         reported = reported.filter { live.contains($0.key) }
+        answerFrom = answerFrom.filter { live.contains($0.key) }
         for g in groups.groups.keys.sorted() { report(g, change: nil) }
     }
 }
