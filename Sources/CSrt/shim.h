@@ -3,10 +3,6 @@
 // which libavformat's listener mode cannot.
 #ifndef AVGRAPH_CSRT_SHIM_H
 #define AVGRAPH_CSRT_SHIM_H
-// For in6_pktinfo (RFC 3542), which glibc declares only then.
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <srt.h>
 #include <access_control.h>
 static inline int avg_srt_error_async_receive(void) { return SRT_EASYNCRCV; }
@@ -28,6 +24,9 @@ static inline int avg_udp_want_destination(int fd, int family) {
     return family == AF_INET6 ? setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof on)
                               : setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on);
 }
+// RFC 3542's in6_pktinfo: glibc declares it only under _GNU_SOURCE, which must not be defined here
+// (it changes system structs, which other modules import without it).
+struct avg_in6_pktinfo { struct in6_addr ipi6_addr; unsigned int ipi6_ifindex; };
 // `destination`: 4 or 16 bytes of the address the datagram was sent to (its length in *destination_length, 0 when unknown).
 static inline long avg_udp_receive(int fd, void *buffer, size_t length, struct sockaddr_storage *from, socklen_t *from_length,
                                    unsigned char *destination, int *destination_length) {
@@ -46,7 +45,7 @@ static inline long avg_udp_receive(int fd, void *buffer, size_t length, struct s
             struct in_pktinfo info; memcpy(&info, CMSG_DATA(c), sizeof info);
             memcpy(destination, &info.ipi_addr, 4); *destination_length = 4;
         } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
-            struct in6_pktinfo info; memcpy(&info, CMSG_DATA(c), sizeof info);
+            struct avg_in6_pktinfo info; memcpy(&info, CMSG_DATA(c), sizeof info);
             memcpy(destination, &info.ipi6_addr, 16); *destination_length = 16;
         }
     }
@@ -68,10 +67,10 @@ static inline long avg_udp_send_from(int fd, const void *buffer, size_t length, 
         struct in_pktinfo info; memset(&info, 0, sizeof info); memcpy(&info.ipi_spec_dst, source, 4);
         memcpy(CMSG_DATA(c), &info, sizeof info);
     } else if (source_length == 16 && to->sa_family == AF_INET6) {
-        m.msg_control = control; m.msg_controllen = CMSG_SPACE(sizeof(struct in6_pktinfo));
+        m.msg_control = control; m.msg_controllen = CMSG_SPACE(sizeof(struct avg_in6_pktinfo));
         struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = IPPROTO_IPV6; c->cmsg_type = IPV6_PKTINFO; c->cmsg_len = CMSG_LEN(sizeof(struct in6_pktinfo));
-        struct in6_pktinfo info; memset(&info, 0, sizeof info); memcpy(&info.ipi6_addr, source, 16);
+        c->cmsg_level = IPPROTO_IPV6; c->cmsg_type = IPV6_PKTINFO; c->cmsg_len = CMSG_LEN(sizeof(struct avg_in6_pktinfo));
+        struct avg_in6_pktinfo info; memset(&info, 0, sizeof info); memcpy(&info.ipi6_addr, source, 16);
         memcpy(CMSG_DATA(c), &info, sizeof info);
     }
     return sendmsg(fd, &m, 0);
