@@ -124,6 +124,33 @@ final class SrtlaTests: XCTestCase {
         print(json.dumps(out))
         """
 
+    /// A run recording `srtla://127.0.0.1:PORT` (its source's `options` added), srtla-send bonding
+    /// three loopback links into it once it listens, and ffmpeg publishing ServeTests' clip through
+    /// them once they are registered (the caller's SRT handshake gives up after 3 s).
+    func startBonded(_ dir: String, port: Int, options: String = "", runArguments: [String] = []) throws -> (BackgroundRun, Process, Process) {
+        CLI.write("""
+            pipeline: bonded
+            realtime: true
+            nodes:
+              src: {type: srt, url: "srtla://127.0.0.1:\(port)", listen: true, \(options)idle: 10s, size: 320x240}
+              fit: {type: resize, in: src.video, size: 320x240}
+              v: {type: h264, in: fit, preset: ultrafast}
+              a: {type: aac, in: src.audio}
+              out: {type: file, in: [v, a], path: out.mp4, overwrite: true}
+            """, to: dir + "/bonded.pipe")
+        let run = try BackgroundRun(["run", dir + "/bonded.pipe", "--events", "json"] + runArguments, cwd: dir)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
+        let local = try LoopbackPort.free(), stats = dir + "/links.json"
+        let sender = try PublisherVanishTests.spawn(CLI.packageRoot + "/scripts/srtla-send", ["--listen", "127.0.0.1:\(local)", "--to", "127.0.0.1:\(port)", "--stats", stats,
+                                                                                            "--link", "127.0.0.1", "--link", "127.0.0.1", "--link", "127.0.0.1"])
+        addTeardownBlock { if sender.isRunning { kill(sender.processIdentifier, SIGKILL) } }
+        XCTAssertTrue(Self.registered(stats), "srtla-send registered its 3 links")
+        let publisher = try ServeTests.publish("srt://127.0.0.1:\(local)?streamid=phone&latency=2000000")
+        addTeardownBlock { if publisher.isRunning { kill(publisher.processIdentifier, SIGKILL) } }
+        return (run, sender, publisher)
+    }
+
     /// Whether srtla-send's figures (`--stats FILE`) say all its links are registered, waiting up to 15 s.
     static func registered(_ stats: String, links: Int = 3) -> Bool {
         ServeTests.waitFor(timeout: 15) {
@@ -135,27 +162,7 @@ final class SrtlaTests: XCTestCase {
     func testRefusedRegistrationsLeaveTheRunningGroupAlone() throws {
         let dir = CLI.scratch()
         let port = try LoopbackPort.free()
-        CLI.write("""
-            pipeline: bonded
-            realtime: true
-            nodes:
-              src: {type: srt, url: "srtla://127.0.0.1:\(port)", listen: true, srtla-links: 4, idle: 10s, size: 320x240}
-              fit: {type: resize, in: src.video, size: 320x240}
-              v: {type: h264, in: fit, preset: ultrafast}
-              a: {type: aac, in: src.audio}
-              out: {type: file, in: [v, a], path: out.mp4, overwrite: true}
-            """, to: dir + "/bonded.pipe")
-        let run = try BackgroundRun(["run", dir + "/bonded.pipe", "--events", "json"], cwd: dir)
-        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
-        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
-        let local = try LoopbackPort.free(), stats = dir + "/links.json"
-        let sender = try PublisherVanishTests.spawn(CLI.packageRoot + "/scripts/srtla-send", ["--listen", "127.0.0.1:\(local)", "--to", "127.0.0.1:\(port)", "--stats", stats,
-                                                                                   "--link", "127.0.0.1", "--link", "127.0.0.1", "--link", "127.0.0.1"])
-        addTeardownBlock { if sender.isRunning { kill(sender.processIdentifier, SIGKILL) } }
-        // The caller's SRT handshake gives up after 3 s: it starts once the links are registered.
-        XCTAssertTrue(Self.registered(stats), "srtla-send registered its 3 links")
-        let publisher = try ServeTests.publish("srt://127.0.0.1:\(local)?streamid=phone&latency=2000000")
-        addTeardownBlock { if publisher.isRunning { kill(publisher.processIdentifier, SIGKILL) } }
+        let (run, sender, publisher) = try startBonded(dir, port: port, options: "srtla-links: 4, ")
         XCTAssertNotNil(run.waitFor { $0["event"] as? String == "publisher" }, run.stderr)
 
         let figures = try PythonWitness.run(Self.hostile, ["\(port)"]) as? [String: Any] ?? [:]
@@ -198,27 +205,8 @@ print(json.dumps(out))
 
     func testThePageShowsEachLink() throws {
         let dir = CLI.scratch()
-        let port = try LoopbackPort.free(), http = try LoopbackPort.free(), local = try LoopbackPort.free(), stats = dir + "/links.json"
-        CLI.write("""
-            pipeline: bonded
-            realtime: true
-            nodes:
-              src: {type: srt, url: "srtla://127.0.0.1:\(port)", listen: true, idle: 10s, size: 320x240}
-              fit: {type: resize, in: src.video, size: 320x240}
-              v: {type: h264, in: fit, preset: ultrafast}
-              a: {type: aac, in: src.audio}
-              out: {type: file, in: [v, a], path: out.mp4, overwrite: true}
-            """, to: dir + "/bonded.pipe")
-        let run = try BackgroundRun(["run", dir + "/bonded.pipe", "--events", "json", "--http", "127.0.0.1:\(http)"], cwd: dir)
-        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
-        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
-        let sender = try PublisherVanishTests.spawn(CLI.packageRoot + "/scripts/srtla-send", ["--listen", "127.0.0.1:\(local)", "--to", "127.0.0.1:\(port)", "--stats", stats,
-                                                                                            "--link", "127.0.0.1", "--link", "127.0.0.1", "--link", "127.0.0.1"])
-        addTeardownBlock { if sender.isRunning { kill(sender.processIdentifier, SIGKILL) } }
-        // The caller's SRT handshake gives up after 3 s: it starts once the links are registered.
-        XCTAssertTrue(Self.registered(stats), "srtla-send registered its 3 links")
-        let publisher = try ServeTests.publish("srt://127.0.0.1:\(local)?streamid=phone&latency=2000000")
-        addTeardownBlock { if publisher.isRunning { kill(publisher.processIdentifier, SIGKILL) } }
+        let port = try LoopbackPort.free(), http = try LoopbackPort.free()
+        let (run, sender, publisher) = try startBonded(dir, port: port, runArguments: ["--http", "127.0.0.1:\(http)"])
         // AVGRAPH_SCREENSHOTS=1 writes the docs' picture; otherwise it stays in the scratch folder.
         let shot = ProcessInfo.processInfo.environment["AVGRAPH_SCREENSHOTS"] == "1" ? CLI.packageRoot + "/docs/operator-page-srtla.png" : dir + "/links.png"
         let page = try PythonWitness.run(Self.linksPage, ["http://127.0.0.1:\(http)/", shot]) as? [String: Any] ?? [:]

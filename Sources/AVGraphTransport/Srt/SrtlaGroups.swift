@@ -92,8 +92,7 @@ package struct SrtlaGroups<Peer: Hashable & Sendable>: Sendable {
         case .reg1(let id): return register(id, from: peer, now: now)
         case .reg2(let id): return join(id, from: peer, now: now)
         case .keepalive:
-            guard let g = heard(peer, now: now, bytes: 0, counted: false) else { return drop(.unknownPeer) }
-            _ = g
+            guard heard(peer, now: now, bytes: 0, counted: false) != nil else { return drop(.unknownPeer) }
             return [.echo(peer)]
         case .srtData(let sequence):
             guard let g = heard(peer, now: now, bytes: packet.count, counted: true), let i = groups[g]?.links.firstIndex(where: { $0.peer == peer }) else {

@@ -268,21 +268,23 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
         var size: Int32 = 4 << 20
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         ways[group] = fd
-        var bound = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        if let mine = UdpPeer(bound), let peer {
+        if let mine = Self.localAddress(fd), let peer {
             shared.withLock { $0.names[mine.description] = "\(peer) (srtla group \(group))" }
         }
     }
 
-    private func closeWay(_ group: Int) {
-        guard let fd = ways.removeValue(forKey: group) else { return }
+    /// The address a group's socket is bound to: how the SRT listener names that caller.
+    private static func localAddress(_ fd: Int32) -> UdpPeer? {
         var bound = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return UdpPeer(bound)
+    }
+
+    private func closeWay(_ group: Int) {
+        guard let fd = ways.removeValue(forKey: group) else { return }
+        let name = Self.localAddress(fd)?.description
         close(fd)
-        let name = UdpPeer(bound)?.description
         // Late: the SRT listener may still name the caller while its session drains.
         DispatchQueue.global().asyncAfter(deadline: .now() + 30) { [shared] in _ = shared.withLock { s in name.map { s.names.removeValue(forKey: $0) } } }
         reportedLinks[group] = nil
