@@ -180,26 +180,26 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
 
     /// At most a few hundred packets a wake: the groups' sockets and the stop get their turn under a flood.
     private func receiveFromSenders(_ buffer: inout [UInt8]) {
-        var destination = [UInt8](repeating: 0, count: 16)
         for _ in 0..<256 {
             var address = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             var destinationLength: Int32 = 0
             let n = buffer.withUnsafeMutableBytes { b in
-                avg_udp_receive(publicSocket, b.baseAddress, b.count, &address, &length, &destination, &destinationLength)
+                avg_udp_receive(publicSocket, b.baseAddress, b.count, &address, &length, &sentTo, &destinationLength)
             }
             guard n >= 0 else { return }
             guard let peer = UdpPeer(address) else { continue }
             // Answers leave from the address the sender sent to (a host with several: the sender drops any other):
             // this datagram's own, then, for a link, the one it last used.
-            current = (peer, Array(destination.prefix(Int(destinationLength))))
+            current = (peer, Int(destinationLength))
             defer { current = nil }
             buffer.withUnsafeBytes { b in
                 let packet = UnsafeRawBufferPointer(rebasing: b[0..<Int(n)])
                 apply(groups.receive(packet, from: peer, now: Monotonic.now), packet: packet, from: peer)
             }
-            if destinationLength > 0, groups.group(of: peer) != nil, answerFrom[peer].map({ !$0.elementsEqual(destination.prefix(Int(destinationLength))) }) ?? true {
-                answerFrom[peer] = current?.destination
+            // Copied only when a link's address changes: not a copy a datagram.
+            if destinationLength > 0, groups.group(of: peer) != nil, answerFrom[peer].map({ !$0.elementsEqual(sentTo.prefix(Int(destinationLength))) }) ?? true {
+                answerFrom[peer] = Array(sentTo.prefix(Int(destinationLength)))
             }
         }
     }
@@ -216,7 +216,11 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
     }
 
     private func send(_ bytes: UnsafeRawBufferPointer, to peer: UdpPeer) {
-        let from = current.flatMap { $0.source == peer ? $0.destination : nil } ?? answerFrom[peer] ?? []
+        if let current, current.source == peer {
+            _ = peer.withSockaddr { to, length in avg_udp_send_from(publicSocket, bytes.baseAddress, bytes.count, to, length, sentTo, Int32(current.sentToLength)) }
+            return
+        }
+        let from = answerFrom[peer] ?? []
         _ = peer.withSockaddr { to, length in avg_udp_send_from(publicSocket, bytes.baseAddress, bytes.count, to, length, from, Int32(from.count)) }
     }
 
@@ -242,7 +246,9 @@ package final class SrtlaListener: PublisherListener, @unchecked Sendable {
     /// The address each link sent to, which its answers leave from.
     private var answerFrom: [UdpPeer: [UInt8]] = [:]
     /// The datagram being handled: its source and the address it was sent to.
-    private var current: (source: UdpPeer, destination: [UInt8])?
+    private var current: (source: UdpPeer, sentToLength: Int)?
+    /// Its destination address (the first `sentToLength` bytes), received into one buffer for every datagram.
+    private var sentTo = [UInt8](repeating: 0, count: 16)
     /// Link counts as last reported, to say each join once.
     private var reportedLinks: [Int: Int] = [:]
 
