@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "AVGraphTransport", dependencies: [
             "AVGraph", "CFFmpeg", "CSrt", "COpenSSL", "CSrtp",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "AVGraphNodes", dependencies: ["AVGraph", "AVGraphTransport", "CFFmpeg", "CSrt"]),
         .target(name: "AVGraphTesting", dependencies: ["AVGraph", "CFFmpeg"]),

@@ -23,9 +23,12 @@ extension NetworkReader {
         do {
             let read: (UnsafeMutableRawBufferPointer) -> Int = { [cancel] buffer in cancel.isCancelled ? 0 : stream.read(into: buffer) }
             let format = stream.format ?? input.format ?? "flv"
-            let demuxer: PacketSource = format == "flv"
-                ? try FlvTagReader(name: stream.peer, warn: { [weak self] in self?.note(.warning($0)) }, onData: inBandPrivacy, read: read)
-                : RepackingSource.repacking(try Demuxer(format: format, name: "\(stream.peer)", cancel: cancel, read: read))
+            let demuxer: PacketSource = switch format {
+            case "flv": try FlvTagReader(name: stream.peer, warn: { [weak self] in self?.note(.warning($0)) }, onData: inBandPrivacy, read: read)
+            // A WHIP publisher's units, already depacketized and on one timeline.
+            case WebRtcMediaFraming.format: RepackingSource.repacking(try WebRtcMediaReader(name: stream.peer, read: read))
+            default: RepackingSource.repacking(try Demuxer(format: format, name: "\(stream.peer)", cancel: cancel, read: read))
+            }
             try checkSize(demuxer, peer: stream.peer)
             return (demuxer, stream.peer, stream)
         } catch {

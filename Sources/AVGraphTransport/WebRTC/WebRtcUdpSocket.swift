@@ -1,0 +1,77 @@
+import AVGraph
+import CSrt
+import Foundation
+import Glibc
+
+/// The WHIP listener's UDP side set up: the media socket bound, and the addresses its answer
+/// advertises as host candidates. (Apart from the NIO code: NIO's modules hide Glibc's socket
+/// type constants.)
+enum WebRtcUdpSocket {
+    static func bindUdp(_ host: String, _ port: Int) throws -> (Int32, Int) {
+        func fail(_ what: String) -> MediaError { MediaError("cannot take WebRTC media on udp \(host):\(port): \(what): \(String(cString: strerror(errno)))") }
+        let six = host.contains(":")
+        let fd = socket(six ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { throw fail("socket") }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        var size: Int32 = 4 << 20
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var storage = sockaddr_storage()
+        var length: socklen_t
+        if six {
+            var a = sockaddr_in6()
+            a.sin6_family = sa_family_t(AF_INET6)
+            a.sin6_port = in_port_t(port).bigEndian
+            guard inet_pton(AF_INET6, host, &a.sin6_addr) == 1 else { close(fd); throw MediaError("'\(host)' is not an IPv6 address") }
+            withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: a, as: sockaddr_in6.self) }
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        } else {
+            var a = sockaddr_in()
+            a.sin_family = sa_family_t(AF_INET)
+            a.sin_port = in_port_t(port).bigEndian
+            guard inet_pton(AF_INET, host, &a.sin_addr) == 1 else { close(fd); throw MediaError("'\(host)' is not an IPv4 address (write the address to listen on)") }
+            withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: a, as: sockaddr_in.self) }
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        }
+        let bound = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        guard bound == 0 else { let e = fail("bind"); close(fd); throw e }
+        var actual = sockaddr_storage()
+        var actualLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &actualLength) } }
+        return (fd, UdpPeer(actual)?.portNumber ?? port)
+    }
+
+    /// What an unspecified bind answers as: loopback and this machine's other IPv4 addresses.
+    static func localAddresses(_ host: String) -> [String] {
+        guard host == "0.0.0.0" || host == "::" || host.isEmpty else { return [host] }
+        var out = ["127.0.0.1"]
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else { return out }
+        defer { freeifaddrs(list) }
+        var p = list
+        while let a = p {
+            if let sa = a.pointee.ifa_addr, Int32(sa.pointee.sa_family) == AF_INET {
+                var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+                var sin = UnsafeRawPointer(sa).load(as: sockaddr_in.self)
+                inet_ntop(AF_INET, &sin.sin_addr, &text, socklen_t(text.count))
+                let s = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                if !out.contains(s) { out.append(s) }
+            }
+            p = a.pointee.ifa_next
+        }
+        return out
+    }
+
+    /// An advertised name or address as an address (browsers take no DNS names in candidates).
+    static func resolve(_ name: String) throws -> String {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(name, nil, &hints, &result) == 0, let first = result else { throw MediaError("webrtc-host '\(name)' does not resolve") }
+        defer { freeaddrinfo(result) }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        guard getnameinfo(first.pointee.ai_addr, first.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0 else {
+            throw MediaError("webrtc-host '\(name)' does not resolve")
+        }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
