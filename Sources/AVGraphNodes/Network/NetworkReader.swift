@@ -43,6 +43,8 @@ final class NetworkReader: Sendable {
 
     func start() {
         thread.withLock { $0.started = true }
+        // A refused peer is reported when it is refused, not at the next media or idle deadline.
+        input.listener?.whenNoted { [hub] in hub.queue.wake() }
         input.listener?.start()
         let t = Thread { [self] in
             loop()

@@ -15,6 +15,10 @@ package class PublisherHandoff: @unchecked Sendable {
     }
     /// The reader sleeps on it in `next()`.
     private let queue = ConditionLock(Queue())
+    /// Told when a note is added: the node that reports notes is woken to report it now.
+    private let noted = Mutex<(@Sendable () -> Void)?>(nil)
+
+    package final func whenNoted(_ wake: (@Sendable () -> Void)?) { noted.withLock { $0 = wake } }
 
     /// Starts taking connections.
     package func start() {}
@@ -55,6 +59,7 @@ package class PublisherHandoff: @unchecked Sendable {
     package func note(_ message: String) {
         // Bounded: a flood of refused connections must not grow memory between two reports.
         queue.withLock { if $0.notes.count < 100 { $0.notes.append(message) } }
+        noted.withLock { $0 }?()
     }
 
     package static func seconds(_ s: Double) -> String { s == s.rounded() ? "\(Int(s)) s" : "\(s) s" }

@@ -45,7 +45,8 @@ package struct WebRtcAnswer: Sendable {
     package let remotePassword: String
     package let remoteFingerprint: String
 
-    package init(offer: SessionDescription, local: Local, sessionID: UInt64) throws(Refusal) {
+    /// `taking`: the video codecs to accept (a receiver without a depacketizer for one takes fewer).
+    package init(offer: SessionDescription, local: Local, sessionID: UInt64, taking video: Set<String> = videoCodecs) throws(Refusal) {
         let sections = offer.media.filter { $0.kind == "audio" || $0.kind == "video" }
         guard !sections.isEmpty else { throw .malformed("the offer has no audio or video section") }
         guard let first = sections.first, let ufrag = offer.attribute("ice-ufrag", in: first), let pwd = offer.attribute("ice-pwd", in: first) else {
@@ -66,9 +67,9 @@ package struct WebRtcAnswer: Sendable {
             }
             guard m.proto == "UDP/TLS/RTP/SAVPF" || m.proto == "UDP/TLS/RTP/SAVP" else { throw .malformed("media section '\(mid)': \(m.proto) is not DTLS-SRTP over UDP") }
             guard m.has("rtcp-mux") else { throw .malformed("media section '\(mid)' has no a=rtcp-mux (avgraph takes rtcp-mux only)") }
-            guard let c = Self.pick(m) else {
+            guard let c = Self.pick(m, video: video) else {
                 let offered = m.formats.compactMap { m.codecs[$0].map { "\($0.name)/\($0.clockRate)" } }
-                throw .noCodec("no \(m.kind) codec avgraph decodes in section '\(mid)' (offered: \(offered.joined(separator: ", ")); takes \(m.kind == "audio" ? "opus/48000/2" : "H.264 packetization-mode 1, VP8, VP9, AV1, H.265"))")
+                throw .noCodec("no \(m.kind) codec avgraph decodes in section '\(mid)' (offered: \(offered.joined(separator: ", ")); takes \(m.kind == "audio" ? "opus/48000/2" : Self.named(video)))")
             }
             chosen.append(Chosen(kind: m.kind, mid: mid, payloadType: c.pt, codec: c.codec, parameters: m.parameters[c.pt] ?? [:]))
             body += Self.section(m, mid: mid, pt: c.pt, codec: c.codec, local: local)
@@ -83,11 +84,16 @@ package struct WebRtcAnswer: Sendable {
         remoteFingerprint = String(fingerprint.dropFirst("sha-256 ".count))
     }
 
-    private static func pick(_ m: MediaDescription) -> (pt: UInt8, codec: MediaDescription.Codec)? {
+    private static func named(_ codecs: Set<String>) -> String {
+        ["h264": "H.264 packetization-mode 1", "vp8": "VP8", "vp9": "VP9", "av1": "AV1", "h265": "H.265"].filter { codecs.contains($0.key) }
+            .sorted { $0.key < $1.key }.map(\.value).joined(separator: ", ")
+    }
+
+    private static func pick(_ m: MediaDescription, video: Set<String>) -> (pt: UInt8, codec: MediaDescription.Codec)? {
         for pt in m.formats {
             guard let codec = m.codecs[pt] else { continue }
             if m.kind == "audio", codec.name == "opus", codec.clockRate == 48000 { return (pt, codec) }
-            if m.kind == "video", videoCodecs.contains(codec.name), codec.clockRate == 90000 {
+            if m.kind == "video", video.contains(codec.name), codec.clockRate == 90000 {
                 // GStreamer's webrtcbin may offer H.264 without a=fmtp: that is mode 1 as it sends it.
                 if codec.name == "h264", let mode = m.parameters[pt]?["packetization-mode"], mode != "1" { continue }
                 return (pt, codec)
@@ -106,12 +112,11 @@ package struct WebRtcAnswer: Sendable {
         if let fmtp = m.attributes.first(where: { $0.name == "fmtp" && $0.value?.hasPrefix("\(pt) ") == true })?.value {
             lines.append("a=fmtp:\(fmtp)")
         }
-        // Feedback avgraph will give: NACK and PLI for video, transport-wide congestion control where offered.
+        // Feedback avgraph gives: NACK and PLI for video. Not transport-cc (no TWCC feedback is sent
+        // yet, and a sender that negotiated it waits for that feedback to raise its rate): without
+        // it, the sender's rate follows the loss in avgraph's receiver reports.
         let offered = m.attributes.filter { $0.name == "rtcp-fb" }.compactMap(\.value).filter { $0.hasPrefix("\(pt) ") }
-        for fb in ["nack", "nack pli", "transport-cc"] where offered.contains("\(pt) \(fb)") { lines.append("a=rtcp-fb:\(pt) \(fb)") }
-        for ext in m.attributes.filter({ $0.name == "extmap" }).compactMap(\.value) where ext.contains("transport-wide-cc") {
-            lines.append("a=extmap:\(ext)")
-        }
+        for fb in ["nack", "nack pli"] where offered.contains("\(pt) \(fb)") { lines.append("a=rtcp-fb:\(pt) \(fb)") }
         for (i, c) in local.candidates.enumerated() {
             // Host candidates (RFC 8445 5.1.2.1): type preference 126, one component (rtcp-mux).
             lines.append("a=candidate:\(i + 1) 1 udp \(2_130_706_431 - i) \(c.address) \(c.port) typ host")

@@ -186,7 +186,7 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         let local = WebRtcAnswer.Local(ufrag: Self.token(8), password: Self.token(24), fingerprint: certificate.fingerprint, candidates: candidates)
         let id = Self.token(16)
         do {
-            let answer = try WebRtcAnswer(offer: parsed, local: local, sessionID: UInt64.random(in: 1...UInt64(Int64.max)))
+            let answer = try WebRtcAnswer(offer: parsed, local: local, sessionID: UInt64.random(in: 1...UInt64(Int64.max)), taking: WhipSession.videoCodecs)
             let session = try WhipSession(id: id, key: key, answer: answer, local: local, certificate: certificate, now: Monotonic.now,
                                           capacity: settings.capacity, announce: { [weak self] in self?.announce($0) }, wake: { [weak self] in self?.poke() })
             inbox.withLock {

@@ -9,6 +9,8 @@ import Foundation
 /// asks for; receiver reports tell the sender its loss and round trip. Sans-IO: datagrams and
 /// ticks in, datagrams to send out.
 package final class WhipSession {
+    /// The video codecs a session depacketizes (its answer takes no other).
+    package static let videoCodecs: Set<String> = ["h264", "vp8"]
     package let id: String
     package let key: String
     package let localUfrag: String

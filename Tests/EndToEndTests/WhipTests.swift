@@ -1,0 +1,190 @@
+import AVGraphTesting
+import Foundation
+import XCTest
+
+/// WHIP ingest (RFC 9725) against publishers nobody here wrote: headless Chromium with its
+/// camera and microphone faked from files, aiortc, GStreamer's webrtcbin. Each publishes the
+/// flash-and-beep clip to a run's `whip` source, which records it; the recording is decoded:
+/// its pictures counted and every flash paired with its beep.
+final class WhipTests: XCTestCase {
+    static let seconds = 10
+
+    /// A run recording what its `whip` source receives, ending 8 s after the publisher leaves (or
+    /// without one: a browser takes seconds to start).
+    static func startRun(_ dir: String, port: Int, idle: String = "8s", options: String = "") throws -> BackgroundRun {
+        CLI.write("""
+            pipeline: whip
+            realtime: true
+            nodes:
+              src:    {type: whip, url: "whip://127.0.0.1:\(port)", keys: [phone-key], idle: \(idle), timeout: 2s\(options)}
+              fit:    {type: resize, in: src.video, size: 640x360, mode: fit}
+              smooth: {type: fps, in: fit, rate: 30}
+              mix:    {type: mixer, in: [src.audio], rate: 48000}
+              video:  {type: h264, in: smooth, bitrate: 2000k}
+              audio:  {type: aac, in: mix, bitrate: 128k}
+              out:    {type: file, in: [video, audio], path: out.mp4, overwrite: true}
+            """, to: dir + "/whip.pipe")
+        let run = try BackgroundRun(["run", dir + "/whip.pipe", "--events", "json"], cwd: dir)
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
+        return run
+    }
+
+    /// The clip as Chromium's fake devices take it: a Y4M camera and a WAV microphone.
+    static func fakeDevices(_ dir: String) throws -> (video: String, audio: String) {
+        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: seconds, size: "640x360")
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-i", dir + "/clip.mp4", "-map", "0:v", "-pix_fmt", "yuv420p", dir + "/camera.y4m",
+                           "-map", "0:a", "-ac", "2", "-ar", "48000", dir + "/microphone.wav"])
+        return (dir + "/camera.y4m", dir + "/microphone.wav")
+    }
+
+    /// What the recording shows: pictures, and each flash against its beep.
+    func assertRecorded(_ dir: String, run: BackgroundRun, client: String, minimumPictures: Int) throws {
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let m = try FlashBeep.measure(dir + "/out.mp4")
+        let (median, worst) = FlashBeep.figures(m)
+        print("whip \(client): \(m.videoTimes.count) pictures, \(m.flashes.count) flashes, \(m.beeps.count) beeps, flash minus beep median \(FlashBeep.ms(median)) ms, worst \(FlashBeep.ms(worst)) ms")
+        XCTAssertGreaterThanOrEqual(m.videoTimes.count, minimumPictures, "the publish recorded whole")
+        XCTAssertGreaterThanOrEqual(m.offsets.count, Self.seconds - 3, "flashes paired with beeps")
+        XCTAssertLessThanOrEqual(worst, 1.0 / 30 + 0.001, "every flash within one frame of its beep")
+    }
+
+    func testChromiumPublishesH264InSync() throws {
+        let dir = CLI.scratch(), port = try LoopbackPort.free()
+        let devices = try Self.fakeDevices(dir)
+        let run = try Self.startRun(dir, port: port)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        let stats = dir + "/chromium.json"
+        let out = try CLI.shell([CLI.packageRoot + "/scripts/whip-chromium", "--url", "http://127.0.0.1:\(port)/whip/phone-key", "--video", devices.video,
+                                 "--audio", devices.audio, "--seconds", "\(Self.seconds)", "--codec", "h264", "--stats", stats])
+        XCTAssertTrue(out.contains("connected after"), out)
+        let figures = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: stats))) as? [String: Any] ?? [:]
+        print("whip chromium: \(out.split(separator: "\n").first ?? ""); codec \(figures["codec"] ?? "?"), encoder \(figures["encoder_implementation"] ?? "?"), video kbps max \(figures["video_kbps_max"] ?? "?"), last second \(figures["video_kbps_last_second"] ?? "?")")
+        XCTAssertTrue((figures["codec"] as? String ?? "").lowercased().contains("h264"), "Chromium sent H.264")
+        // Chromium's OpenH264 starts at about 15 pictures a second for 2 s.
+        try assertRecorded(dir, run: run, client: "chromium", minimumPictures: Self.seconds * 30 - 60)
+    }
+
+    /// aiortc (VP8 and Opus from the clip, its own WHIP client: a POST of its offer).
+    static let aiortc = #"""
+import asyncio, json, sys, time, urllib.request
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.contrib.media import MediaPlayer
+url, clip, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+async def main():
+    pc = RTCPeerConnection()
+    player = MediaPlayer(clip)
+    pc.addTrack(player.video)
+    pc.addTrack(player.audio)
+    await pc.setLocalDescription(await pc.createOffer())
+    req = urllib.request.Request(url, data=pc.localDescription.sdp.encode(), method="POST", headers={"Content-Type": "application/sdp"})
+    posted = time.monotonic()
+    with urllib.request.urlopen(req) as r:
+        status, location, answer = r.status, r.headers["Location"], r.read().decode()
+    await pc.setRemoteDescription(RTCSessionDescription(answer, "answer"))
+    while pc.connectionState != "connected" and time.monotonic() - posted < 10:
+        await asyncio.sleep(0.02)
+    connected = time.monotonic() - posted
+    await asyncio.sleep(seconds)
+    sent = [s for s in (await pc.getStats()).values() if s.type == "outbound-rtp"]
+    end = urllib.request.Request(urllib.parse.urljoin(url, location), method="DELETE")
+    with urllib.request.urlopen(end) as r: deleted = r.status
+    await pc.close()
+    print(json.dumps({"status": status, "deleted": deleted, "state": pc.connectionState, "connected_after": connected,
+                      "sent": {s.kind: s.bytesSent for s in sent}}))
+asyncio.run(main())
+"""#
+
+    func testAiortcPublishesVp8InSyncPastGarbage() throws {
+        let dir = CLI.scratch(), port = try LoopbackPort.free()
+        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: Self.seconds + 1, size: "640x360")
+        let run = try Self.startRun(dir, port: port)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        // Strangers on the media port first: STUN, DTLS and RTP-looking garbage from unknown addresses.
+        let garbage = try PythonWitness.run("""
+            import os, socket, sys
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for first in (0, 1, 22, 128, 200, 255):
+                for _ in range(300): s.sendto(bytes([first]) + os.urandom(150), ("127.0.0.1", int(sys.argv[1])))
+            print(1800)
+            """, ["\(port)"]) as? Int
+        XCTAssertEqual(garbage, 1800)
+        let result = try PythonWitness.run(Self.aiortc, ["http://127.0.0.1:\(port)/whip/phone-key", dir + "/clip.mp4", "\(Self.seconds)"]) as? [String: Any] ?? [:]
+        print("whip aiortc: \(result)")
+        XCTAssertEqual(result["status"] as? Int, 201)
+        XCTAssertEqual(result["deleted"] as? Int, 200, "DELETE on the Location ended the session")
+        XCTAssertLessThan(result["connected_after"] as? Double ?? 99, 2, "ICE and DTLS done")
+        try assertRecorded(dir, run: run, client: "aiortc", minimumPictures: Self.seconds * 30 - 15)
+    }
+
+    /// The endpoint's refusals, each before any media: statuses and the CORS a page needs.
+    func testRefusalsAndCors() throws {
+        let dir = CLI.scratch(), port = try LoopbackPort.free()
+        let run = try Self.startRun(dir, port: port, idle: "60s", options: ", handshake-timeout: 1s")
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        let offer = Self.offer(video: "H264/90000", fmtp: "packetization-mode=1")
+        CLI.write(offer, to: dir + "/offer.sdp")
+        CLI.write(Self.offer(video: "AV1X/90000", fmtp: "x=1"), to: dir + "/av1x.sdp")
+        CLI.write("v=0\r\nthis is not sdp\r\n", to: dir + "/bad.sdp")
+        let base = "http://127.0.0.1:\(port)/whip"
+        func curl(_ args: [String]) throws -> (status: Int, headers: String) {
+            let out = try CLI.shell(["curl", "-s", "-D", "-", "-o", "/dev/null", "-w", "\n%{http_code}"] + args)
+            return (Int(out.split(separator: "\n").last ?? "") ?? 0, out)
+        }
+        let post = ["-X", "POST", "-H", "Content-Type: application/sdp"]
+        XCTAssertEqual(try curl(post + ["--data-binary", "@" + dir + "/offer.sdp", base + "/wrong-key"]).status, 401, "a wrong key")
+        XCTAssertEqual(try curl(post + ["--data-binary", "@" + dir + "/offer.sdp", base]).status, 401, "no key at all")
+        XCTAssertEqual(try curl(post + ["--data-binary", "@" + dir + "/bad.sdp", base + "/phone-key"]).status, 400, "not SDP")
+        XCTAssertEqual(try curl(post + ["--data-binary", "@" + dir + "/av1x.sdp", base + "/phone-key"]).status, 406, "no codec avgraph takes")
+        XCTAssertEqual(try curl(["-X", "POST", "-H", "Content-Type: text/plain", "--data-binary", "@" + dir + "/offer.sdp", base + "/phone-key"]).status, 415)
+        let preflight = try curl(["-X", "OPTIONS", "-H", "Origin: https://elsewhere.example", "-H", "Access-Control-Request-Method: POST", base + "/phone-key"])
+        XCTAssertEqual(preflight.status, 204)
+        XCTAssertTrue(preflight.headers.contains("Access-Control-Allow-Origin: *"), preflight.headers)
+        XCTAssertTrue(preflight.headers.contains("Access-Control-Allow-Headers: Authorization, Content-Type"), preflight.headers)
+        // The bearer token is the key too; the session then never connects, and is released.
+        let created = try curl(post + ["-H", "Authorization: Bearer phone-key", "--data-binary", "@" + dir + "/offer.sdp", base])
+        XCTAssertEqual(created.status, 201, created.headers)
+        let location = created.headers.split(separator: "\r\n").first { $0.lowercased().hasPrefix("location:") }.map { $0.dropFirst(9).trimmingCharacters(in: .whitespaces) }
+        XCTAssertEqual(try curl(["-X", "PATCH", "-H", "Content-Type: application/trickle-ice-sdpfrag", "--data-binary", "a=end-of-candidates", "http://127.0.0.1:\(port)" + (location ?? "")]).status, 204)
+        XCTAssertTrue(ServeTests.waitFor(timeout: 5) { run.stderr.contains("released: no ICE and DTLS within 1 s") },
+                      "the unconnected session released after handshake-timeout: \(run.stderr)")
+        XCTAssertEqual(try curl(["-X", "DELETE", "http://127.0.0.1:\(port)" + (location ?? "")]).status, 404, "a released session is gone")
+        XCTAssertEqual(try curl(["http://127.0.0.1:\(port)/elsewhere"]).status, 404)
+        run.process.interrupt()
+        // Nobody published: the run says it wrote nothing.
+        XCTAssertNotEqual(run.waitForExit(timeout: 20), 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("wrote nothing"), run.stderr)
+    }
+
+    /// An offer as browsers write it (BUNDLE, rtcp-mux, ICE credentials, a SHA-256 fingerprint).
+    static func offer(video: String, fmtp: String) -> String {
+        """
+        v=0\r
+        o=- 1 2 IN IP4 127.0.0.1\r
+        s=-\r
+        t=0 0\r
+        a=group:BUNDLE 0 1\r
+        m=video 9 UDP/TLS/RTP/SAVPF 102\r
+        c=IN IP4 0.0.0.0\r
+        a=mid:0\r
+        a=sendonly\r
+        a=rtcp-mux\r
+        a=ice-ufrag:abcd\r
+        a=ice-pwd:abcdefghijklmnopqrstuvwx\r
+        a=fingerprint:sha-256 \((0..<32).map { _ in "AB" }.joined(separator: ":"))\r
+        a=setup:actpass\r
+        a=rtpmap:102 \(video)\r
+        a=fmtp:102 \(fmtp)\r
+        m=audio 9 UDP/TLS/RTP/SAVPF 111\r
+        c=IN IP4 0.0.0.0\r
+        a=mid:1\r
+        a=sendonly\r
+        a=rtcp-mux\r
+        a=ice-ufrag:abcd\r
+        a=ice-pwd:abcdefghijklmnopqrstuvwx\r
+        a=fingerprint:sha-256 \((0..<32).map { _ in "AB" }.joined(separator: ":"))\r
+        a=setup:actpass\r
+        a=rtpmap:111 opus/48000/2\r
+
+        """
+    }
+}
