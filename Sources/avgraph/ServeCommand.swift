@@ -23,7 +23,7 @@ struct ServeCommand: ParsableCommand {
     @Argument(help: "The template .pipe (source {type: publisher}).")
     var template: String
 
-    @Option(name: .customLong("listen"), help: ArgumentHelp("Where publishers come: rtmp://HOST:PORT, rtmps://HOST:PORT (with --cert, --key), srt://HOST:PORT, srtla://HOST:PORT (bonded links) (repeatable).",
+    @Option(name: .customLong("listen"), help: ArgumentHelp("Where publishers come: rtmp://HOST:PORT, rtmps://HOST:PORT (with --cert, --key), srt://HOST:PORT, srtla://HOST:PORT (bonded links), whip://HOST:PORT (WebRTC: publishers POST to /whip/KEY) (repeatable).",
                                                            valueName: "url"))
     var listen: [String] = []
 
@@ -32,6 +32,13 @@ struct ServeCommand: ParsableCommand {
 
     @Option(name: .customLong("key"), help: "The rtmps:// listener's private key, PEM.")
     var privateKey: String?
+
+    @Option(name: .customLong("webrtc-udp"), help: "The whip:// listener's UDP port for every session's media (default: the HTTP port's number).")
+    var webrtcUdp: Int?
+
+    @Option(name: .customLong("webrtc-host"), help: ArgumentHelp("An address (or name) whip:// publishers send media to: a server behind NAT gives its public one (repeatable; default: the listen address, or with 0.0.0.0 127.0.0.1 and this machine's IPv4 addresses).",
+                                                                  valueName: "host"))
+    var webrtcHosts: [String] = []
 
     @Option(name: .customLong("keys-file"), help: "Admit the stream keys in FILE (one a line, # comments; read again when it changes).")
     var keysFile: String?
@@ -95,7 +102,8 @@ struct ServeCommand: ParsableCommand {
         let doors: [PublisherDoor]
         let hookQueue: HookQueue?
         do {
-            doors = try listen.map { try PublisherDoor(url: $0, keysFile: keysFile, certificate: certificate, privateKey: privateKey) }
+            let webrtc = PublisherDoor.WebRtc(udpPort: webrtcUdp, hosts: webrtcHosts)
+            doors = try listen.map { try PublisherDoor(url: $0, keysFile: keysFile, certificate: certificate, privateKey: privateKey, webrtc: webrtc) }
             let folder = hooksQueue ?? ((template as NSString).deletingLastPathComponent as NSString).appendingPathComponent(".avgraph-hooks")
             hookQueue = try hooks.flatMap(URL.init(string:)).map { try HookQueue(url: $0, secret: secret, folder: folder) }
         } catch {

@@ -9,10 +9,11 @@ enum FlashBeep {
 
     /// Portrait (a phone's screen) 30 fps black video, one white frame at every k + 0.5 s, and
     /// a 50 ms beep (amplitude 0.4) starting at the same instants; AAC 128k.
-    static func makeClip(_ path: String, seconds: Int, size: String = "720x1280") throws {
+    /// `busy`: moving test pictures (testsrc2) behind the flashes, which an encoder needs bits for.
+    static func makeClip(_ path: String, seconds: Int, size: String = "720x1280", busy: Bool = false) throws {
         let beep = "if(between(mod(t\\,1)\\,0.5\\,0.55)\\,0.4*sin(2*PI*\(Int(beepHz))*t)\\,0)"
         _ = try CLI.shell(["ffmpeg", "-v", "error", "-y",
-                           "-f", "lavfi", "-i", "color=c=black:s=\(size):r=30:d=\(seconds),drawbox=x=0:y=0:w=iw:h=ih:c=white:t=fill:enable='eq(mod(n\\,30)\\,15)'",
+                           "-f", "lavfi", "-i", "\(busy ? "testsrc2=s=\(size):r=30:d=\(seconds)" : "color=c=black:s=\(size):r=30:d=\(seconds)"),drawbox=x=0:y=0:w=iw:h=ih:c=white:t=fill:enable='eq(mod(n\\,30)\\,15)'",
                            "-f", "lavfi", "-i", "aevalsrc='\(beep)|\(beep)':s=48000:d=\(seconds)",
                            "-c:v", "libx264", "-preset", "ultrafast", "-g", "30", "-pix_fmt", "yuv420p",
                            "-c:a", "aac", "-b:a", "128k", "-shortest", path])

@@ -29,18 +29,43 @@ final class WhipTests: XCTestCase {
         return run
     }
 
+    /// `avgraph serve` with a WHIP door; each publisher recorded to `rec/{key}-{session}.mp4`.
+    static func startServe(_ dir: String, port: Int, in test: XCTestCase) throws -> BackgroundRun {
+        CLI.write("""
+            pipeline: served
+            nodes:
+              src:    {type: publisher, idle: 5s, timeout: 2s}
+              fit:    {type: resize, in: src.video, size: 640x360, mode: fit}
+              smooth: {type: fps, in: fit, rate: 30}
+              mix:    {type: mixer, in: [src.audio], rate: 48000}
+              video:  {type: h264, in: smooth, bitrate: 2000k}
+              audio:  {type: aac, in: mix, bitrate: 128k}
+              out:    {type: file, in: [video, audio], path: "rec/{key}.mp4"}
+            """, to: dir + "/serve.pipe")
+        try FileManager.default.createDirectory(atPath: dir + "/rec", withIntermediateDirectories: true)
+        return try ServeTests.startServe([dir + "/serve.pipe", "--listen", "whip://127.0.0.1:\(port)", "--open"], dir: dir, environment: ProcessInfo.processInfo.environment,
+                                         in: test)
+    }
+
+    /// Serve's recording of `key` once its run ended; serve stopped then.
+    static func served(_ serve: BackgroundRun, dir: String, key: String) -> String {
+        XCTAssertTrue(ServeTests.waitFor(timeout: 30) { serve.stderr.contains("ended after") }, serve.stderr)
+        serve.process.interrupt()
+        _ = serve.waitForExit(timeout: 20)
+        return dir + "/rec/\(key).mp4"
+    }
+
     /// The clip as Chromium's fake devices take it: a Y4M camera and a WAV microphone.
     static func fakeDevices(_ dir: String) throws -> (video: String, audio: String) {
-        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: seconds, size: "640x360")
+        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: seconds, size: "640x360", busy: true)
         _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-i", dir + "/clip.mp4", "-map", "0:v", "-pix_fmt", "yuv420p", dir + "/camera.y4m",
                            "-map", "0:a", "-ac", "2", "-ar", "48000", dir + "/microphone.wav"])
         return (dir + "/camera.y4m", dir + "/microphone.wav")
     }
 
     /// What the recording shows: pictures, and each flash against its beep.
-    func assertRecorded(_ dir: String, run: BackgroundRun, client: String, minimumPictures: Int) throws {
-        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
-        let m = try FlashBeep.measure(dir + "/out.mp4")
+    func assertRecorded(_ path: String, client: String, minimumPictures: Int) throws {
+        let m = try FlashBeep.measure(path)
         let (median, worst) = FlashBeep.figures(m)
         print("whip \(client): \(m.videoTimes.count) pictures, \(m.flashes.count) flashes, \(m.beeps.count) beeps, flash minus beep median \(FlashBeep.ms(median)) ms, worst \(FlashBeep.ms(worst)) ms")
         XCTAssertGreaterThanOrEqual(m.videoTimes.count, minimumPictures, "the publish recorded whole")
@@ -48,11 +73,10 @@ final class WhipTests: XCTestCase {
         XCTAssertLessThanOrEqual(worst, 1.0 / 30 + 0.001, "every flash within one frame of its beep")
     }
 
-    func testChromiumPublishesH264InSync() throws {
+    func testChromiumPublishesH264InSyncThroughServe() throws {
         let dir = CLI.scratch(), port = try LoopbackPort.free()
         let devices = try Self.fakeDevices(dir)
-        let run = try Self.startRun(dir, port: port)
-        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        let serve = try Self.startServe(dir, port: port, in: self)
         let stats = dir + "/chromium.json"
         let out = try CLI.shell([CLI.packageRoot + "/scripts/whip-chromium", "--url", "http://127.0.0.1:\(port)/whip/phone-key", "--video", devices.video,
                                  "--audio", devices.audio, "--seconds", "\(Self.seconds)", "--codec", "h264", "--stats", stats])
@@ -61,7 +85,7 @@ final class WhipTests: XCTestCase {
         print("whip chromium: \(out.split(separator: "\n").first ?? ""); codec \(figures["codec"] ?? "?"), encoder \(figures["encoder_implementation"] ?? "?"), video kbps max \(figures["video_kbps_max"] ?? "?"), last second \(figures["video_kbps_last_second"] ?? "?")")
         XCTAssertTrue((figures["codec"] as? String ?? "").lowercased().contains("h264"), "Chromium sent H.264")
         // Chromium's OpenH264 starts at about 15 pictures a second for 2 s.
-        try assertRecorded(dir, run: run, client: "chromium", minimumPictures: Self.seconds * 30 - 60)
+        try assertRecorded(Self.served(serve, dir: dir, key: "phone-key"), client: "chromium", minimumPictures: Self.seconds * 30 - 60)
     }
 
     /// aiortc (VP8 and Opus from the clip, its own WHIP client: a POST of its offer).
@@ -96,7 +120,7 @@ asyncio.run(main())
 
     func testAiortcPublishesVp8InSyncPastGarbage() throws {
         let dir = CLI.scratch(), port = try LoopbackPort.free()
-        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: Self.seconds + 1, size: "640x360")
+        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: Self.seconds + 1, size: "640x360", busy: true)
         let run = try Self.startRun(dir, port: port)
         addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
         // Strangers on the media port first: STUN, DTLS and RTP-looking garbage from unknown addresses.
@@ -113,7 +137,21 @@ asyncio.run(main())
         XCTAssertEqual(result["status"] as? Int, 201)
         XCTAssertEqual(result["deleted"] as? Int, 200, "DELETE on the Location ended the session")
         XCTAssertLessThan(result["connected_after"] as? Double ?? 99, 2, "ICE and DTLS done")
-        try assertRecorded(dir, run: run, client: "aiortc", minimumPictures: Self.seconds * 30 - 15)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        try assertRecorded(dir + "/out.mp4", client: "aiortc", minimumPictures: Self.seconds * 30 - 15)
+    }
+
+    func testGStreamerPublishesH264InSyncThroughServe() throws {
+        let dir = CLI.scratch(), port = try LoopbackPort.free()
+        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: Self.seconds + 2, size: "640x360", busy: true)
+        let serve = try Self.startServe(dir, port: port, in: self)
+        let stats = dir + "/gst.json"
+        let out = try CLI.shell([CLI.packageRoot + "/scripts/whip-gst", "--url", "http://127.0.0.1:\(port)/whip/gst-key", "--input", dir + "/clip.mp4",
+                                 "--seconds", "\(Self.seconds)", "--codec", "h264", "--stats", stats])
+        XCTAssertTrue(out.contains("connected after"), out)
+        let figures = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: stats))) as? [String: Any] ?? [:]
+        print("whip gstreamer: \(out.split(separator: "\n").first ?? ""); video kbps max \(figures["video_kbps_max"] ?? "?"), last second \(figures["video_kbps_last_second"] ?? "?")")
+        try assertRecorded(Self.served(serve, dir: dir, key: "gst-key"), client: "gstreamer", minimumPictures: Self.seconds * 30 - 15)
     }
 
     /// The endpoint's refusals, each before any media: statuses and the CORS a page needs.

@@ -1,20 +1,30 @@
 import AVGraph
 import Foundation
 
-/// One listener of `avgraph serve` (`rtmp://`, `rtmps://`, `srt://` or `srtla://`), taking any number of
+/// One listener of `avgraph serve` (`rtmp://`, `rtmps://`, `srt://`, `srtla://` or `whip://`), taking any number of
 /// publishers at once. With a keys file the listener itself refuses an unknown key (in the
 /// protocol: RTMP's BadName, SRT's reject reason); without one it admits every key and `serve`
 /// asks its backend (`--auth`) or admits all (`--open`).
 public final class PublisherDoor: Sendable {
     public let url: String
-    /// `rtmp`, `rtmps`, `srt` or `srtla`, as hooks and the backend name it.
+    /// `rtmp`, `rtmps`, `srt`, `srtla` or `whip`, as hooks and the backend name it.
     public let scheme: String
     private let handoff: PublisherHandoff
 
-    public init(url: String, keysFile: String?, certificate: String?, privateKey: String?, passphrase: String? = nil) throws {
+    /// WHIP's media: the UDP port (nil: the HTTP port's number) and the addresses to advertise.
+    public struct WebRtc: Sendable {
+        public var udpPort: Int?
+        public var hosts: [String]
+        public init(udpPort: Int? = nil, hosts: [String] = []) {
+            self.udpPort = udpPort
+            self.hosts = hosts
+        }
+    }
+
+    public init(url: String, keysFile: String?, certificate: String?, privateKey: String?, passphrase: String? = nil, webrtc: WebRtc = .init()) throws {
         self.url = url
         guard let c = URLComponents(string: url), let scheme = c.scheme, let host = c.host else {
-            throw MediaError("--listen \(url): write it like rtmp://0.0.0.0:1935, rtmps://0.0.0.0:1936, srt://0.0.0.0:9000 or srtla://0.0.0.0:5000")
+            throw MediaError("--listen \(url): write it like rtmp://0.0.0.0:1935, rtmps://0.0.0.0:1936, srt://0.0.0.0:9000, srtla://0.0.0.0:5000 or whip://0.0.0.0:8080")
         }
         self.scheme = scheme
         let keys = try keysFile.map { try PublisherKeys(keys: [], file: $0, environment: [:], urlKey: nil) }
@@ -38,8 +48,15 @@ public final class PublisherDoor: Sendable {
             guard let port = c.port else { throw MediaError("--listen \(url): srtla:// needs a port, like srtla://0.0.0.0:5000") }
             let srt = SrtListener.Settings(host: host, port: port, passphrase: passphrase, latency: 2, keys: keys, concurrent: true)
             handoff = try SrtlaListener(.init(host: host, port: port), srt: SrtlaListener.bondedSrt(srt))
+        case "whip":
+            guard let port = c.port else { throw MediaError("--listen \(url): whip:// needs a port, like whip://0.0.0.0:8080") }
+            var settings = WhipListener.Settings(host: host, httpPort: port, udpPort: webrtc.udpPort ?? port)
+            settings.advertise = webrtc.hosts
+            settings.keys = keys
+            settings.concurrent = true
+            handoff = try WhipListener(settings)
         default:
-            throw MediaError("--listen \(url): serve listens on rtmp://, rtmps://, srt:// or srtla://, not \(scheme)://")
+            throw MediaError("--listen \(url): serve listens on rtmp://, rtmps://, srt://, srtla:// or whip://, not \(scheme)://")
         }
     }
 
@@ -60,7 +77,7 @@ public final class PublisherDoor: Sendable {
 }
 
 /// One admitted publisher: who, what it asked for, and its bytes as it sent them (FLV from
-/// RTMP, MPEG-TS from SRT).
+/// RTMP, MPEG-TS from SRT; WHIP's depacketized media as `WebRtcMediaFraming` records).
 public struct PublisherArrival: Sendable {
     package let stream: PublisherStream
     public let scheme: String

@@ -30,6 +30,8 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         /// Sessions between their offer and their connection, at most (more: 503).
         package var handshakes = 16
         package var capacity = 8 << 20
+        /// Any number of publishers at once (`avgraph serve`), each its own stream; else one (409).
+        package var concurrent = false
         package init(host: String, httpPort: Int, udpPort: Int) {
             self.host = host
             self.httpPort = httpPort
@@ -173,8 +175,8 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
 
     private func offer(_ request: WhipHTTPHandler.Request, key: String) -> WhipHTTPHandler.Response {
         let busy = inbox.withLock { inbox -> String? in
-            if inbox.alive.values.contains(true) { return "a publisher is already publishing here" }
-            if inbox.alive.count >= settings.handshakes { return "too many sessions are connecting" }
+            if !settings.concurrent && inbox.alive.values.contains(true) { return "a publisher is already publishing here" }
+            if inbox.alive.values.filter({ !$0 }).count >= settings.handshakes { return "too many sessions are connecting" }
             return nil
         }
         if let busy { return .init(status: busy.hasPrefix("a publisher") ? .conflict : .serviceUnavailable, body: busy + "\n") }
