@@ -78,7 +78,7 @@ final class SdpTests: XCTestCase {
         let back = try SessionDescription.parse(answer.sdp)
         XCTAssertTrue(back.sessionAttributes.contains { $0.name == "ice-lite" })
         XCTAssertEqual(back.media.map(\.formats), [[111], [96]])
-        XCTAssertEqual(back.media[1].attributes.filter { $0.name == "rtcp-fb" }.compactMap(\.value), ["96 nack", "96 nack pli"], "no transport-cc: avgraph sends no TWCC feedback")
+        XCTAssertEqual(back.media[1].attributes.filter { $0.name == "rtcp-fb" }.compactMap(\.value), ["96 nack", "96 nack pli", "96 transport-cc"])
         XCTAssertEqual(back.media[0].attribute("setup"), "passive")
         XCTAssertTrue(back.media.allSatisfy { $0.has("recvonly") && $0.has("rtcp-mux") })
         XCTAssertEqual(back.media[0].attribute("candidate"), "1 1 udp 2130706431 127.0.0.1 8189 typ host")

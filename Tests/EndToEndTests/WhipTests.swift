@@ -84,6 +84,9 @@ final class WhipTests: XCTestCase {
         let figures = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: stats))) as? [String: Any] ?? [:]
         print("whip chromium: \(out.split(separator: "\n").first ?? ""); codec \(figures["codec"] ?? "?"), encoder \(figures["encoder_implementation"] ?? "?"), video kbps max \(figures["video_kbps_max"] ?? "?"), last second \(figures["video_kbps_last_second"] ?? "?")")
         XCTAssertTrue((figures["codec"] as? String ?? "").lowercased().contains("h264"), "Chromium sent H.264")
+        // On avgraph's receiver reports alone Chromium's sender stays near 550 kbps over 10 s; with
+        // transport-wide feedback it climbs to its 360p cap (about 1.7 Mbit/s).
+        XCTAssertGreaterThan(figures["video_kbps_max"] as? Double ?? 0, 1000, "Chromium's sender climbed on avgraph's transport-wide feedback")
         // Chromium's OpenH264 starts at about 15 pictures a second for 2 s.
         try assertRecorded(Self.served(serve, dir: dir, key: "phone-key"), client: "chromium", minimumPictures: Self.seconds * 30 - 60)
     }

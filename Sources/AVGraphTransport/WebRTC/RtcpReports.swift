@@ -8,6 +8,9 @@ package enum RtcpReports {
         package var ntpSeconds: Double
         package var ntpMiddle: UInt32
         package var rtpTimestamp: UInt32
+        package init(ssrc: UInt32, ntpSeconds: Double, ntpMiddle: UInt32, rtpTimestamp: UInt32) {
+            (self.ssrc, self.ntpSeconds, self.ntpMiddle, self.rtpTimestamp) = (ssrc, ntpSeconds, ntpMiddle, rtpTimestamp)
+        }
     }
 
     /// The sender reports in a compound RTCP packet; anything malformed ends the reading there.

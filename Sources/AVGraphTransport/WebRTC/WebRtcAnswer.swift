@@ -26,6 +26,20 @@ package struct WebRtcAnswer: Sendable {
         package var payloadType: UInt8
         package var codec: MediaDescription.Codec
         package var parameters: [String: String]
+        /// The header extension id of the transport-wide sequence number, when both sides use it.
+        package var transportWide: UInt8? = nil
+    }
+
+    package static let transportWideURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
+
+    /// The offer's id for the transport-wide sequence number in `m` (`a=extmap:ID[/DIR] URI`).
+    static func transportWideID(_ m: MediaDescription) -> UInt8? {
+        for value in m.attributes.filter({ $0.name == "extmap" }).compactMap(\.value) {
+            let parts = value.split(separator: " ")
+            guard parts.count >= 2, parts[1] == transportWideURI, let id = UInt8(parts[0].split(separator: "/")[0]), (1...14).contains(id) else { continue }
+            return id
+        }
+        return nil
     }
 
     package enum Refusal: Error, Equatable, CustomStringConvertible {
@@ -71,7 +85,9 @@ package struct WebRtcAnswer: Sendable {
                 let offered = m.formats.compactMap { m.codecs[$0].map { "\($0.name)/\($0.clockRate)" } }
                 throw .noCodec("no \(m.kind) codec avgraph decodes in section '\(mid)' (offered: \(offered.joined(separator: ", ")); takes \(m.kind == "audio" ? "opus/48000/2" : Self.named(video)))")
             }
-            chosen.append(Chosen(kind: m.kind, mid: mid, payloadType: c.pt, codec: c.codec, parameters: m.parameters[c.pt] ?? [:]))
+            let offered = m.attributes.filter { $0.name == "rtcp-fb" }.compactMap(\.value)
+            let transportWide = offered.contains("\(c.pt) transport-cc") ? Self.transportWideID(m) : nil
+            chosen.append(Chosen(kind: m.kind, mid: mid, payloadType: c.pt, codec: c.codec, parameters: m.parameters[c.pt] ?? [:], transportWide: transportWide))
             body += Self.section(m, mid: mid, pt: c.pt, codec: c.codec, local: local)
         }
         var lines = ["v=0", "o=avgraph \(sessionID) 2 IN IP4 127.0.0.1", "s=-", "t=0 0",
@@ -112,11 +128,11 @@ package struct WebRtcAnswer: Sendable {
         if let fmtp = m.attributes.first(where: { $0.name == "fmtp" && $0.value?.hasPrefix("\(pt) ") == true })?.value {
             lines.append("a=fmtp:\(fmtp)")
         }
-        // Feedback avgraph gives: NACK and PLI for video. Not transport-cc (no TWCC feedback is sent
-        // yet, and a sender that negotiated it waits for that feedback to raise its rate): without
-        // it, the sender's rate follows the loss in avgraph's receiver reports.
+        // Feedback avgraph gives: NACK and PLI for video; transport-wide congestion control
+        // feedback where the offer has it (with its header extension), so the sender's rate climbs.
         let offered = m.attributes.filter { $0.name == "rtcp-fb" }.compactMap(\.value).filter { $0.hasPrefix("\(pt) ") }
-        for fb in ["nack", "nack pli"] where offered.contains("\(pt) \(fb)") { lines.append("a=rtcp-fb:\(pt) \(fb)") }
+        for fb in ["nack", "nack pli", "transport-cc"] where offered.contains("\(pt) \(fb)") { lines.append("a=rtcp-fb:\(pt) \(fb)") }
+        if offered.contains("\(pt) transport-cc"), let id = transportWideID(m) { lines.append("a=extmap:\(id) \(transportWideURI)") }
         for (i, c) in local.candidates.enumerated() {
             // Host candidates (RFC 8445 5.1.2.1): type preference 126, one component (rtcp-mux).
             lines.append("a=candidate:\(i + 1) 1 udp \(2_130_706_431 - i) \(c.address) \(c.port) typ host")

@@ -41,6 +41,11 @@ package final class WhipSession {
     /// last sender report's middle NTP bits and when it came (for the receiver report).
     private var reception: [UInt32: (highest: UInt32, received: Int, first: UInt32, lsr: UInt32, lsrAt: Double)] = [:]
     private let senderSsrc = UInt32.random(in: 1...UInt32.max)
+    /// Transport-wide congestion control feedback, when the offer asked for it.
+    private var transportWide = TransportWideFeedback()
+    private let transportWideID: UInt8?
+    private var lastTransportFeedback = 0.0
+    package private(set) var transportFeedbacks = 0
     private let announce: (PublisherStream) -> Void
     private let wake: @Sendable () -> Void
     private let capacity: Int
@@ -70,6 +75,7 @@ package final class WhipSession {
         self.video = video
         self.audio = audio
         self.streams = streams
+        transportWideID = answer.chosen.compactMap(\.transportWide).first
         header = streams
         sync = RtpLipSync(rates: rates)
         if let video { sync.awaitMedia(on: video.0) }
@@ -140,6 +146,13 @@ package final class WhipSession {
                 plisSent += 1
             }
         }
+        // Every 50 ms, as libwebrtc's receivers send it.
+        if transportWideID != nil, now - lastTransportFeedback >= 0.05,
+           let feedback = transportWide.feedback(sender: senderSsrc, media: videoSsrc ?? audioSsrc ?? 0) {
+            lastTransportFeedback = now
+            transportFeedbacks += 1
+            rtcp.append(feedback)
+        }
         if now - lastReport >= 1, !reception.isEmpty {
             lastReport = now
             rtcp.append(RtcpReports.receiverReport(sender: senderSsrc, blocks: reception.map { ssrc, r in
@@ -167,6 +180,9 @@ package final class WhipSession {
 
     private func take(_ packet: RtpPacket, now: Double) {
         noteReception(packet)
+        if let id = transportWideID, let sequence = TransportWideFeedback.sequence(in: packet, id: id) {
+            transportWide.received(sequence: sequence, arrival: now)
+        }
         if let video, packet.payloadType == video.payloadType {
             videoSsrc = packet.ssrc
             firstVideoAt = firstVideoAt ?? now
