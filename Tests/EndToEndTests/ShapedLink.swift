@@ -33,6 +33,18 @@ final class ShapedLink: @unchecked Sendable {
         }
     }
 
+    /// A namespace with its loopback up and nothing shaped (a test adds its own rules).
+    static func plain() throws -> ShapedLink { try ShapedLink() }
+
+    private init() throws {
+        name = "avg-plain-\(getpid())-\(UInt16.random(in: 0...UInt16.max))"
+        try Self.must(["netns", "add", name])
+        do { try exec([Self.ip!, "link", "set", "lo", "up"]) } catch {
+            remove()
+            throw error
+        }
+    }
+
     /// `megabits` Mbit/s with 20 ms of burst.
     static func rate(_ megabits: Double) -> [String] {
         let kbit = "\(Int(megabits * 1000))kbit"

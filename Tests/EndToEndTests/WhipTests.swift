@@ -94,11 +94,12 @@ final class WhipTests: XCTestCase {
     /// aiortc (VP8 and Opus from the clip, its own WHIP client: a POST of its offer).
     static let aiortc = #"""
 import asyncio, json, sys, time, urllib.request
-from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.contrib.media import MediaPlayer
 url, clip, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 async def main():
-    pc = RTCPeerConnection()
+    # No STUN server (aiortc's default is Google's): avgraph is ICE-lite, its answer has the address.
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
     player = MediaPlayer(clip)
     pc.addTrack(player.video)
     pc.addTrack(player.audio)

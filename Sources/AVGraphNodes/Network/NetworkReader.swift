@@ -134,7 +134,7 @@ final class NetworkReader: Sendable {
             }
             shared.withLock { $0.liveSession = session }
             note(.event(PublisherEvent(state: .connected, session: session, peer: peer, url: shownURL)))
-            let started = Monotonic.now
+            let started = demuxer.startedAt.map { min($0, Monotonic.now) } ?? Monotonic.now
             var reason = "ended"
             do { try read(demuxer, connectedAt: started) } catch {
                 reason = cancel.isCancelled ? "stopped" : "\(error)"

@@ -31,6 +31,7 @@ final class RepackingSource: PacketSource {
         return inner.parameters(stream)
     }
     func timeBase(_ stream: Int) -> Rational { inner.timeBase(stream) }
+    var startedAt: Double? { inner.startedAt }
     func orientation(_ stream: Int) -> Orientation { inner.orientation(stream) }
 
     func read(into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool {

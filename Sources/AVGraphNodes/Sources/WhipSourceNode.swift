@@ -15,7 +15,7 @@ public final class WhipSourceNode: Source, Node, LiveSource {
     static let udpPort = Setting<Int?>.int("webrtc-udp", 0...65535,
         doc: "the UDP port every session's media comes to (unset: the same number as the HTTP port; 0: any free port); open it in a firewall, forward it behind NAT")
     static let advertise = Setting<String?>.string("webrtc-host",
-        doc: "comma-separated addresses (or names, resolved at start) to give publishers as where to send media: a server behind NAT gives its public address; unset: the listen address, or with 0.0.0.0 127.0.0.1 and this machine's IPv4 addresses")
+        doc: "comma-separated addresses (or names, resolved at start), each HOST or HOST:PORT, to give publishers as where to send media: a server behind NAT gives its public address (and the public port a forward maps to webrtc-udp); unset: the listen address, or with 0.0.0.0 127.0.0.1 and this machine's IPv4 addresses")
     static let handshakeTimeout = Setting.duration("handshake-timeout", 1...60, default: "10s",
         doc: "an offer whose publisher has not connected (ICE and DTLS) within this long is released")
     public static let options = [url.spec, NetworkSourceOptions.idle.spec, NetworkSourceOptions.timeout.spec, NetworkSourceOptions.size.spec,

@@ -12,4 +12,12 @@ package protocol PacketSource: AnyObject {
     func orientation(_ stream: Int) -> Orientation
     /// The next packet into `packet`; false at the end.
     func read(into packet: UnsafeMutablePointer<AVPacket>) throws -> Bool
+    /// When (monotonic) the media at the stream's first time arrived, when that was before the
+    /// source could be read (WHIP holds its first media for lip sync): the session is laid on the
+    /// clock from there, not from the reading, so the hold does not last the whole session.
+    var startedAt: Double? { get }
+}
+
+extension PacketSource {
+    package var startedAt: Double? { nil }
 }

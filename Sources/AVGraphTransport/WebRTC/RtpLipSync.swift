@@ -53,6 +53,8 @@ package struct RtpLipSync<Payload> {
     }
 
     package var isReleasing: Bool { epoch != nil }
+    /// When the media at time 0 arrived (set at the first release).
+    package private(set) var epochArrival: Double?
 
     /// Holds release until `track` has media, within the hold (video waits for its first keyframe).
     package mutating func awaitMedia(on track: Int) { waiting.insert(track) }
@@ -95,7 +97,9 @@ package struct RtpLipSync<Payload> {
             }
             onWallclock = wallclockMinusArrival != nil
             for t in seen where tracks[t].offset == nil { placeByArrival(t) }
-            epoch = held.map { Double($0.extended) / tracks[$0.track].rate + tracks[$0.track].offset! }.min()
+            let first = held.min { placed($0) < placed($1) }!
+            epoch = placed(first)
+            epochArrival = first.arrival
         }
         var out: [Released] = []
         for h in held {
@@ -106,6 +110,8 @@ package struct RtpLipSync<Payload> {
         held.removeAll(keepingCapacity: true)
         return out
     }
+
+    private func placed(_ h: Held) -> Double { Double(h.extended) / tracks[h.track].rate + tracks[h.track].offset! }
 
     private mutating func place(_ track: Int, by ntp: Double, _ timestamp: UInt32) {
         // The report's timestamp extended near the stream's own (they are seconds apart at most).

@@ -29,8 +29,19 @@ package enum WebRtcMediaFraming {
         }
     }
 
-    package static func encodeHeader(_ streams: [Stream]) -> [UInt8] {
-        record(header, Array((try? JSONEncoder().encode(streams)) ?? Data()))
+    /// The header: the streams, and when (monotonic seconds, the system's clock: a run that
+    /// `serve` relays to reads the same) the media at time 0 arrived.
+    package struct Header: Codable, Sendable {
+        package var streams: [Stream]
+        package var started: Double?
+        package init(streams: [Stream], started: Double?) {
+            self.streams = streams
+            self.started = started
+        }
+    }
+
+    package static func encodeHeader(_ streams: [Stream], started: Double? = nil) -> [UInt8] {
+        record(header, Array((try? JSONEncoder().encode(Header(streams: streams, started: started))) ?? Data()))
     }
 
     package static func encodePacket(stream: Int, key: Bool, time: Int64, bytes: [UInt8]) -> [UInt8] {

@@ -11,16 +11,19 @@ package final class WebRtcMediaReader: PacketSource {
     private var streams: [(description: WebRtcMediaFraming.Stream, parameters: CodecParameters)] = []
     private var buffer: [UInt8] = []
     private var position = 0
+    package private(set) var startedAt: Double?
 
     /// Reads the header; throws when the bytes are not this framing or name a codec avgraph lacks.
     package init(name: String, read: @escaping (UnsafeMutableRawBufferPointer) -> Int) throws {
         self.name = name
         readBytes = read
         guard let (kind, body) = try nextRecord() else { throw MediaError("\(name): ended before its streams were known") }
-        guard kind == WebRtcMediaFraming.header,
-              let described = try? JSONDecoder().decode([WebRtcMediaFraming.Stream].self, from: Data(body)), !described.isEmpty, described.count < 8 else {
+        guard kind == WebRtcMediaFraming.header, let header = try? JSONDecoder().decode(WebRtcMediaFraming.Header.self, from: Data(body)),
+              !header.streams.isEmpty, header.streams.count < 8 else {
             throw MediaError("\(name): not WebRTC media as avgraph relays it (no header)")
         }
+        let described = header.streams
+        startedAt = header.started
         for s in described {
             let parameters: CodecParameters
             switch (s.kind, s.codec) {

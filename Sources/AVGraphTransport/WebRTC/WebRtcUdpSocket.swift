@@ -74,4 +74,23 @@ enum WebRtcUdpSocket {
         }
         return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
+
+    /// An advertised `HOST` or `HOST:PORT` (`[V6]:PORT`): a server behind NAT whose public port
+    /// differs from the one it binds gives the public one.
+    static func candidate(_ entry: String, port: Int) throws -> (address: String, port: Int) {
+        var host = entry, advertisedPort = port
+        if entry.hasPrefix("["), let close = entry.firstIndex(of: "]") {
+            host = String(entry[entry.index(after: entry.startIndex)..<close])
+            let rest = entry[entry.index(after: close)...]
+            if rest.hasPrefix(":") {
+                guard let p = Int(rest.dropFirst()), (1...65535).contains(p) else { throw MediaError("webrtc-host '\(entry)': the port is 1 to 65535") }
+                advertisedPort = p
+            }
+        } else if entry.filter({ $0 == ":" }).count == 1, let colon = entry.firstIndex(of: ":") {
+            host = String(entry[..<colon])
+            guard let p = Int(entry[entry.index(after: colon)...]), (1...65535).contains(p) else { throw MediaError("webrtc-host '\(entry)': the port is 1 to 65535") }
+            advertisedPort = p
+        }
+        return (try resolve(host), advertisedPort)
+    }
 }

@@ -21,7 +21,8 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         package var httpPort: Int
         /// The UDP port for media (0: any).
         package var udpPort: Int
-        /// Addresses to put in the answer's candidates (a server behind NAT: its public one); empty:
+        /// Addresses (`HOST` or `HOST:PORT`) to put in the answer's candidates (a server behind NAT:
+        /// its public one, and the public port when that differs); empty:
         /// the bound address, or with 0.0.0.0 127.0.0.1 and this machine's other IPv4 addresses.
         package var advertise: [String] = []
         package var keys: PublisherKeys?
@@ -71,8 +72,8 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         let (fd, port) = try WebRtcUdpSocket.bindUdp(bare, settings.udpPort)
         (udp, boundUdpPort) = (fd, port)
         do {
-            let advertised = settings.advertise.isEmpty ? WebRtcUdpSocket.localAddresses(bare) : try settings.advertise.map(WebRtcUdpSocket.resolve)
-            candidates = advertised.map { ($0, port) }
+            candidates = settings.advertise.isEmpty ? WebRtcUdpSocket.localAddresses(bare).map { ($0, port) }
+                : try settings.advertise.map { try WebRtcUdpSocket.candidate($0, port: port) }
             try super.init(threadName: "whip-media")
         } catch {
             close(fd)

@@ -275,7 +275,7 @@ package final class WhipSession {
         guard let stream, !released.isEmpty else { return }
         if !headerWritten {
             headerWritten = true
-            stream.append(WebRtcMediaFraming.encodeHeader(header))
+            stream.append(WebRtcMediaFraming.encodeHeader(header, started: sync.epochArrival))
         }
         for r in released {
             // A reader behind by the stream's capacity: UDP cannot be held, so media is dropped
