@@ -80,32 +80,35 @@ final class BondedLinks: @unchecked Sendable {
     /// datagram on to `server:to` `ms` later (replies come back at once): a link that slow one
     /// way. Left running; the namespace's removal ends it.
     func delayLine(_ i: Int, port: Int, to: Int, ms: Int) throws -> Process {
-        let script = """
-            import heapq, select, socket, sys, time
-            listen, server, delay = (sys.argv[1], int(sys.argv[2])), (sys.argv[3], int(sys.argv[4])), int(sys.argv[5]) / 1000
-            front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); front.bind(listen)
-            ways, back, held, n = {}, {}, [], 0
-            while True:
-                wait = max(0, held[0][0] - time.monotonic()) if held else 1
-                for s in select.select([front] + list(ways.values()), [], [], wait)[0]:
-                    data, source = s.recvfrom(4096)
-                    if s is front:
-                        if source not in ways:
-                            w = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); w.connect(server)
-                            ways[source] = w; back[w] = source
-                        n += 1
-                        heapq.heappush(held, (time.monotonic() + delay, n, ways[source], data))
-                    else:
-                        front.sendto(data, back[s])
-                while held and held[0][0] <= time.monotonic():
-                    _, _, w, data = heapq.heappop(held)
-                    try: w.send(data)
-                    except OSError: pass
-            """
-        let p = try start(in: receiver, ["/usr/bin/env", "python3", "-c", script, receiverAddress(i), "\(port)", server, "\(to)", "\(ms)"])
+        let p = try start(in: receiver, ["/usr/bin/env", "python3", "-c", Self.delayLineScript, receiverAddress(i), "\(port)", server, "\(to)", "\(ms)"])
         usleep(300_000)
         return p
     }
+
+    /// A UDP relay at LISTEN-HOST LISTEN-PORT handing each datagram on to SERVER-HOST SERVER-PORT
+    /// MS later, replies back at once (arguments in that order).
+    static let delayLineScript = """
+        import heapq, select, socket, sys, time
+        listen, server, delay = (sys.argv[1], int(sys.argv[2])), (sys.argv[3], int(sys.argv[4])), int(sys.argv[5]) / 1000
+        front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); front.bind(listen)
+        ways, back, held, n = {}, {}, [], 0
+        while True:
+            wait = max(0, held[0][0] - time.monotonic()) if held else 1
+            for s in select.select([front] + list(ways.values()), [], [], wait)[0]:
+                data, source = s.recvfrom(4096)
+                if s is front:
+                    if source not in ways:
+                        w = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); w.connect(server)
+                        ways[source] = w; back[w] = source
+                    n += 1
+                    heapq.heappush(held, (time.monotonic() + delay, n, ways[source], data))
+                else:
+                    front.sendto(data, back[s])
+            while held and held[0][0] <= time.monotonic():
+                _, _, w, data = heapq.heappop(held)
+                try: w.send(data)
+                except OSError: pass
+        """
 
     func remove() {
         _ = try? ServiceUnitTests.run([ShapedLink.ip!, "netns", "delete", sender])

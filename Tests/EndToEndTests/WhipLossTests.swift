@@ -26,7 +26,7 @@ final class WhipLossTests: XCTestCase {
         try ns.exec([nft, "add", "chain", "inet", "loss", "out", "{ type filter hook output priority 0; }"])
         try ns.exec([nft, "add", "rule", "inet", "loss", "in", "udp", "dport", "\(port)", "numgen", "random", "mod", "100", "<", "5", "counter", "drop"])
         try ns.exec([nft, "add", "rule", "inet", "loss", "out", "udp", "sport", "\(port)", "numgen", "random", "mod", "100", "<", "5", "counter", "drop"])
-        let delay = try ns.start(["/usr/bin/env", "python3", "-c", Self.delayLine, "\(relay)", "\(port)", "40"])
+        let delay = try ns.start(["/usr/bin/env", "python3", "-c", BondedLinks.delayLineScript, "127.0.0.1", "\(relay)", "127.0.0.1", "\(port)", "40"])
         addTeardownBlock { delay.terminate() }
 
         CLI.write("""
@@ -62,28 +62,4 @@ final class WhipLossTests: XCTestCase {
         XCTAssertLessThan(gaps.max() ?? 1, 0.5, "where a picture was lost for good, the hole is under 0.5 s (the keyframe a PLI asked for)")
         XCTAssertTrue(counters.allSatisfy { !$0.contains("packets 0 ") }, "the link did lose packets both ways: \(counters)")
     }
-
-    /// A relay at 127.0.0.1:RELAY handing each datagram on to 127.0.0.1:PORT MS later; replies at once.
-    static let delayLine = """
-        import heapq, select, socket, sys, time
-        relay, server, delay = int(sys.argv[1]), ("127.0.0.1", int(sys.argv[2])), int(sys.argv[3]) / 1000
-        front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); front.bind(("127.0.0.1", relay))
-        ways, back, held, n = {}, {}, [], 0
-        while True:
-            wait = max(0, held[0][0] - time.monotonic()) if held else 1
-            for s in select.select([front] + list(ways.values()), [], [], wait)[0]:
-                data, source = s.recvfrom(4096)
-                if s is front:
-                    if source not in ways:
-                        w = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); w.connect(server)
-                        ways[source] = w; back[w] = source
-                    n += 1
-                    heapq.heappush(held, (time.monotonic() + delay, n, ways[source], data))
-                else:
-                    front.sendto(data, back[s])
-            while held and held[0][0] <= time.monotonic():
-                _, _, w, data = heapq.heappop(held)
-                try: w.send(data)
-                except OSError: pass
-        """
 }
