@@ -121,6 +121,7 @@ if Context.environment["AVGRAPH_FUZZ"] != nil {
     let more: [String: [Target.Dependency]] = [
         "control": ["FuzzSupport"],
         "flv": ["CFFmpeg"],
+        "webrtc": ["CFFmpeg"],
         "http": ["FuzzSupport", "AVGraphHTTP", .product(name: "NIOCore", package: "swift-nio"),
                  .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio")],
     ]
