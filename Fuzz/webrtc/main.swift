@@ -7,10 +7,15 @@ import Foundation
 /// many bytes, sorted as the port sorts them (RFC 7983: STUN by its first byte and cookie, RTP by
 /// 128-191). STUN: parsed, answered by the ICE-lite responder, and a parsed message written back
 /// out parses to the same. RTP: parsed, written back out and parsed to the same, its payload into
+<<<<<<< HEAD
 /// the H.264 and VP8 depacketizers, whose units never exceed their bound; its transport-wide
 /// sequence number into the feedback, which stays a whole RTCP packet. RTCP (RTP's 128-191 with a
 /// packet type of 200-223, as rtcp-mux sorts it): the sender reports read. The whole input is also
 /// read as the WHIP relay's framing. Nothing may trap or hang.
+=======
+/// the H.264, VP8, VP9 and AV1 depacketizers, whose units never exceed their bound (and a damaged
+/// one is empty). Nothing may trap or hang.
+>>>>>>> codecs
 let ice = IceLiteResponder(localUfrag: "fuzz", localPassword: "fuzz-password-0123456789")
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -18,8 +23,13 @@ public func fuzzWebRtc(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let input = Array(UnsafeBufferPointer(start: bytes, count: count))
     var depacketizer = H264Depacketizer(maxBytes: 64 * 1024)
     var vp8 = Vp8Depacketizer(maxBytes: 64 * 1024)
+<<<<<<< HEAD
     var transportWide = TransportWideFeedback()
     var arrival = 0.0
+=======
+    var vp9 = Vp9Depacketizer(maxBytes: 64 * 1024)
+    var av1 = Av1Depacketizer(maxBytes: 64 * 1024)
+>>>>>>> codecs
     var at = 0
     while input.count - at >= 2 {
         let length = Int(input[at]) << 8 | Int(input[at + 1])
@@ -50,6 +60,8 @@ public func fuzzWebRtc(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
             precondition((try? RtpPacket.parse(p.encoded))?.payload == p.payload, "an RTP packet written back out reads differently")
             for unit in depacketizer.push(p) { precondition(unit.bytes.count <= 64 * 1024, "an access unit past the bound") }
             for frame in vp8.push(p) { precondition(frame.bytes.count <= 64 * 1024 && !(frame.damaged && !frame.bytes.isEmpty), "a VP8 frame past the bound, or damaged with bytes") }
+            for frame in vp9.push(p) { precondition(frame.bytes.count <= 64 * 1024 && !(frame.damaged && !frame.bytes.isEmpty), "a VP9 picture past the bound, or damaged with bytes") }
+            for frame in av1.push(p) { precondition(frame.bytes.count <= 64 * 1024 && !(frame.damaged && !frame.bytes.isEmpty), "an AV1 unit past the bound, or damaged with bytes") }
         }
     }
     if let reader = try? WebRtcMediaReader(name: "fuzz", read: { [input] buffer in

@@ -64,7 +64,7 @@ final class WhipTests: XCTestCase {
     }
 
     /// What the recording shows: pictures, and each flash against its beep.
-    func assertRecorded(_ path: String, client: String, minimumPictures: Int) throws {
+    static func assertRecorded(_ path: String, client: String, minimumPictures: Int) throws {
         let m = try FlashBeep.measure(path)
         let (median, worst) = FlashBeep.figures(m)
         print("whip \(client): \(m.videoTimes.count) pictures, \(m.flashes.count) flashes, \(m.beeps.count) beeps, flash minus beep median \(FlashBeep.ms(median)) ms, worst \(FlashBeep.ms(worst)) ms")
@@ -88,7 +88,7 @@ final class WhipTests: XCTestCase {
         // transport-wide feedback it climbs to its 360p cap (about 1.7 Mbit/s).
         XCTAssertGreaterThan(figures["video_kbps_max"] as? Double ?? 0, 1000, "Chromium's sender climbed on avgraph's transport-wide feedback")
         // Chromium's OpenH264 starts at about 15 pictures a second for 2 s.
-        try assertRecorded(Self.served(serve, dir: dir, key: "phone-key"), client: "chromium", minimumPictures: Self.seconds * 30 - 60)
+        try Self.assertRecorded(Self.served(serve, dir: dir, key: "phone-key"), client: "chromium", minimumPictures: Self.seconds * 30 - 60)
     }
 
     /// aiortc (VP8 and Opus from the clip, its own WHIP client: a POST of its offer).
@@ -142,7 +142,7 @@ asyncio.run(main())
         XCTAssertEqual(result["deleted"] as? Int, 200, "DELETE on the Location ended the session")
         XCTAssertLessThan(result["connected_after"] as? Double ?? 99, 2, "ICE and DTLS done")
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
-        try assertRecorded(dir + "/out.mp4", client: "aiortc", minimumPictures: Self.seconds * 30 - 15)
+        try Self.assertRecorded(dir + "/out.mp4", client: "aiortc", minimumPictures: Self.seconds * 30 - 15)
     }
 
     func testGStreamerPublishesH264InSyncThroughServe() throws {
@@ -155,7 +155,7 @@ asyncio.run(main())
         XCTAssertTrue(out.contains("connected after"), out)
         let figures = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: stats))) as? [String: Any] ?? [:]
         print("whip gstreamer: \(out.split(separator: "\n").first ?? ""); video kbps max \(figures["video_kbps_max"] ?? "?"), last second \(figures["video_kbps_last_second"] ?? "?")")
-        try assertRecorded(Self.served(serve, dir: dir, key: "gst-key"), client: "gstreamer", minimumPictures: Self.seconds * 30 - 15)
+        try Self.assertRecorded(Self.served(serve, dir: dir, key: "gst-key"), client: "gstreamer", minimumPictures: Self.seconds * 30 - 15)
     }
 
     /// The endpoint's refusals, each before any media: statuses and the CORS a page needs.

@@ -3,18 +3,7 @@
 /// starts partition 0 to the one with the marker. A frame with a hole, or whose start was lost,
 /// is handed on marked damaged and empty, for the caller to ask for a keyframe.
 package struct Vp8Depacketizer: Sendable {
-    package struct Frame: Equatable, Sendable {
-        package var timestamp: UInt32
-        package var bytes: [UInt8]
-        package var isKeyframe: Bool
-        package var damaged: Bool
-        package init(timestamp: UInt32, bytes: [UInt8], isKeyframe: Bool, damaged: Bool) {
-            self.timestamp = timestamp
-            self.bytes = bytes
-            self.isKeyframe = isKeyframe
-            self.damaged = damaged
-        }
-    }
+    package typealias Frame = RtpVideoFrame
 
     package let maxBytes: Int
     private var current: Frame?

@@ -29,6 +29,9 @@ package final class WebRtcMediaReader: PacketSource {
             switch (s.kind, s.codec) {
             case ("video", "h264"): parameters = try CodecParameters(video: AV_CODEC_ID_H264, width: s.width, height: s.height, extradata: s.extradata)
             case ("video", "vp8"): parameters = try CodecParameters(video: AV_CODEC_ID_VP8, width: s.width, height: s.height, extradata: [])
+            case ("video", "vp9"): parameters = try CodecParameters(video: AV_CODEC_ID_VP9, width: s.width, height: s.height, extradata: [])
+            // The sequence header comes in band with every keyframe: libdav1d needs no av1C.
+            case ("video", "av1"): parameters = try CodecParameters(video: AV_CODEC_ID_AV1, width: s.width, height: s.height, extradata: [])
             case ("audio", "opus"): parameters = try CodecParameters(audio: AV_CODEC_ID_OPUS, sampleRate: 48000, channels: max(1, min(2, s.channels)),
                                                                   extradata: Self.opusHead(channels: max(1, min(2, s.channels))))
             default: throw MediaError("\(name): no decoder for its \(s.kind) codec '\(s.codec)'")

@@ -10,7 +10,7 @@ import Foundation
 /// ticks in, datagrams to send out.
 package final class WhipSession {
     /// The video codecs a session depacketizes (its answer takes no other).
-    package static let videoCodecs: Set<String> = ["h264", "vp8"]
+    package static let videoCodecs: Set<String> = ["h264", "vp8", "vp9", "av1"]
     package let id: String
     package let key: String
     package let localUfrag: String
@@ -30,6 +30,8 @@ package final class WhipSession {
     private var reorder = RtpReorderBuffer()
     private var h264 = H264Depacketizer()
     private var vp8 = Vp8Depacketizer()
+    private var vp9 = Vp9Depacketizer()
+    private var av1 = Av1Depacketizer()
     private var sync: RtpLipSync<(bytes: [UInt8], key: Bool)>
     private var headerWritten = false
     private var header: [WebRtcMediaFraming.Stream]
@@ -213,9 +215,13 @@ package final class WhipSession {
     private func depacketize(_ packets: [RtpPacket], now: Double) {
         guard let video else { return }
         for packet in packets {
-            let units: [(timestamp: UInt32, bytes: [UInt8], key: Bool, damaged: Bool)] = video.codec == "vp8"
-                ? vp8.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
-                : h264.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
+            let units: [(timestamp: UInt32, bytes: [UInt8], key: Bool, damaged: Bool)]
+            switch video.codec {
+            case "vp8": units = vp8.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
+            case "vp9": units = vp9.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
+            case "av1": units = av1.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
+            default: units = h264.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
+            }
             for unit in units {
                 if unit.damaged || unit.bytes.isEmpty {
                     needKeyframe = true
@@ -235,12 +241,17 @@ package final class WhipSession {
         }
     }
 
-    /// The header's video facts from the first keyframe: its size, and H.264's parameter sets.
+    /// The header's video facts from the first keyframe: its size (VP9's frame header, AV1's
+    /// sequence header), and H.264's parameter sets.
     private func describeVideo(_ bytes: [UInt8]) {
         guard let video else { return }
         if video.codec == "vp8", bytes.count >= 10, bytes[3] == 0x9D, bytes[4] == 0x01, bytes[5] == 0x2A {
             header[video.index].width = Int(bytes[6]) | Int(bytes[7] & 0x3F) << 8
             header[video.index].height = Int(bytes[8]) | Int(bytes[9] & 0x3F) << 8
+        } else if video.codec == "vp9", let size = VideoSequenceSize.vp9(frame: bytes[...]) {
+            (header[video.index].width, header[video.index].height) = size
+        } else if video.codec == "av1", let size = VideoSequenceSize.av1(obus: bytes[...]).first {
+            (header[video.index].width, header[video.index].height) = size
         } else if video.codec == "h264" {
             var sets: [UInt8] = []
             for unit in Self.annexBUnits(bytes) where unit.first.map({ [7, 8].contains($0 & 0x1F) }) == true {
