@@ -7,15 +7,10 @@ import Foundation
 /// many bytes, sorted as the port sorts them (RFC 7983: STUN by its first byte and cookie, RTP by
 /// 128-191). STUN: parsed, answered by the ICE-lite responder, and a parsed message written back
 /// out parses to the same. RTP: parsed, written back out and parsed to the same, its payload into
-<<<<<<< HEAD
-/// the H.264 and VP8 depacketizers, whose units never exceed their bound; its transport-wide
-/// sequence number into the feedback, which stays a whole RTCP packet. RTCP (RTP's 128-191 with a
-/// packet type of 200-223, as rtcp-mux sorts it): the sender reports read. The whole input is also
-/// read as the WHIP relay's framing. Nothing may trap or hang.
-=======
 /// the H.264, VP8, VP9 and AV1 depacketizers, whose units never exceed their bound (and a damaged
-/// one is empty). Nothing may trap or hang.
->>>>>>> codecs
+/// one is empty); its transport-wide sequence number into the feedback, which stays a whole RTCP
+/// packet. RTCP (RTP's 128-191 with a packet type of 200-223, as rtcp-mux sorts it): the sender
+/// reports read. The whole input is also read as the WHIP relay's framing. Nothing may trap or hang.
 let ice = IceLiteResponder(localUfrag: "fuzz", localPassword: "fuzz-password-0123456789")
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -23,13 +18,10 @@ public func fuzzWebRtc(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let input = Array(UnsafeBufferPointer(start: bytes, count: count))
     var depacketizer = H264Depacketizer(maxBytes: 64 * 1024)
     var vp8 = Vp8Depacketizer(maxBytes: 64 * 1024)
-<<<<<<< HEAD
-    var transportWide = TransportWideFeedback()
-    var arrival = 0.0
-=======
     var vp9 = Vp9Depacketizer(maxBytes: 64 * 1024)
     var av1 = Av1Depacketizer(maxBytes: 64 * 1024)
->>>>>>> codecs
+    var transportWide = TransportWideFeedback()
+    var arrival = 0.0
     var at = 0
     while input.count - at >= 2 {
         let length = Int(input[at]) << 8 | Int(input[at + 1])
