@@ -64,6 +64,8 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
     private var byAddress: [UdpPeer: WhipSession] = [:]
     private var replyTo: [String: UdpPeer] = [:]
     private var droppedStrangers = 0
+    private var reportedStrangers = 0
+    private var lastStrangerNote = 0.0
 
     package init(_ settings: Settings) throws {
         self.settings = settings
@@ -236,6 +238,12 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
             if now - lastTick >= 0.01 {
                 lastTick = now
                 tick(now)
+            }
+            // Counted per datagram, said at most every 10 s: a flood costs one line.
+            if droppedStrangers > reportedStrangers, now - lastStrangerNote >= 10 {
+                note("whip: dropped \(droppedStrangers - reportedStrangers) datagrams from addresses in no session (garbage, a stranger, or a session already gone)")
+                reportedStrangers = droppedStrangers
+                lastStrangerNote = now
             }
         }
         for session in sessions.values { session.end() }
