@@ -145,4 +145,22 @@ final class WhipPiecesTests: XCTestCase {
         XCTAssertFalse(try reader.read(into: packet), "the end")
         XCTAssertThrowsError(try WebRtcMediaReader(name: "x") { _ in 0 }, "no header")
     }
+
+    /// An offer that makes itself the DTLS server (`a=setup:passive`, FFmpeg's WHIP muxer) gets
+    /// `a=setup:active`: avgraph the client. Any other gets `passive`.
+    func testDtlsRoleFollowsTheOffersSetup() throws {
+        func offer(_ setup: String) -> String {
+            ["v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0", "m=audio 9 UDP/TLS/RTP/SAVPF 111", "c=IN IP4 0.0.0.0",
+             "a=mid:0", "a=sendonly", "a=rtcp-mux", "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
+             "a=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":"), "a=setup:\(setup)", "a=rtpmap:111 opus/48000/2"]
+                .joined(separator: "\r\n") + "\r\n"
+        }
+        let local = WebRtcAnswer.Local(ufrag: "u", password: "p", fingerprint: "AA", candidates: [("127.0.0.1", 9)])
+        for (setup, role, answered) in [("passive", DtlsSession.Role.client, "active"), ("actpass", .server, "passive"), ("active", .server, "passive")] {
+            let answer = try WebRtcAnswer(offer: SessionDescription.parse(offer(setup)), local: local, sessionID: 1)
+            XCTAssertEqual(answer.dtlsRole, role, setup)
+            XCTAssertTrue(answer.sdp.contains("a=setup:\(answered)\r\n"), answer.sdp)
+        }
+        XCTAssertThrowsError(try WebRtcAnswer(offer: SessionDescription.parse(offer("holdconn")), local: local, sessionID: 1))
+    }
 }

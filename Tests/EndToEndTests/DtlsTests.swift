@@ -8,7 +8,7 @@ import XCTest
 /// fingerprint says, and a certificate that is not the offer's is refused.
 final class DtlsTests: XCTestCase {
     struct Handshake {
-        var state: DtlsServerSession.State
+        var state: DtlsSession.State
         var clientOutput: String
         var datagrams: Int
     }
@@ -23,7 +23,7 @@ final class DtlsTests: XCTestCase {
     }
 
     /// Runs s_client against a session on a UDP port until the handshake ends either way.
-    static func handshake(_ session: DtlsServerSession, profile: String, length: Int, client: (cert: String, key: String, fingerprint: String)) throws -> Handshake {
+    static func handshake(_ session: DtlsSession, profile: String, length: Int, client: (cert: String, key: String, fingerprint: String)) throws -> Handshake {
         let (fd, port) = SrtpTests.udp(timeout: 100_000)
         defer { close(fd) }
 
@@ -75,9 +75,9 @@ final class DtlsTests: XCTestCase {
         let dir = CLI.scratch()
         let client = try Self.clientCertificate(dir)
         let certificate = try DtlsCertificate()
-        for (profile, length, expected) in [("SRTP_AES128_CM_SHA1_80", 60, DtlsServerSession.SrtpProfile.aes128CmHmacSha1_80),
+        for (profile, length, expected) in [("SRTP_AES128_CM_SHA1_80", 60, DtlsSession.SrtpProfile.aes128CmHmacSha1_80),
                                             ("SRTP_AEAD_AES_128_GCM", 56, .aeadAes128Gcm)] {
-            let session = try DtlsServerSession(certificate: certificate, remoteFingerprint: client.fingerprint)
+            let session = try DtlsSession(certificate: certificate, remoteFingerprint: client.fingerprint)
             let h = try Self.handshake(session, profile: profile, length: length, client: client)
             guard case .connected(let keys) = h.state else { return XCTFail("\(profile): \(h.state)\n\(h.clientOutput)") }
             XCTAssertEqual(keys.profile, expected)
@@ -99,7 +99,7 @@ final class DtlsTests: XCTestCase {
     func testACertificateNotTheOffersIsRefused() throws {
         let dir = CLI.scratch()
         let client = try Self.clientCertificate(dir)
-        let session = try DtlsServerSession(certificate: try DtlsCertificate(), remoteFingerprint: String(repeating: "AB:", count: 31) + "AB")
+        let session = try DtlsSession(certificate: try DtlsCertificate(), remoteFingerprint: String(repeating: "AB:", count: 31) + "AB")
         let h = try Self.handshake(session, profile: "SRTP_AES128_CM_SHA1_80", length: 60, client: client)
         XCTAssertEqual(h.state, .failed("the peer's certificate is not the one its offer's fingerprint names"))
         XCTAssertNotEqual(client.fingerprint, String(repeating: "AB:", count: 31) + "AB")
@@ -108,7 +108,7 @@ final class DtlsTests: XCTestCase {
     func testRecordsAreCutIntoDatagramsAtTheirBoundaries() {
         func record(_ length: Int, _ fill: UInt8) -> [UInt8] { [22, 0xFE, 0xFD] + [UInt8](repeating: 0, count: 8) + [UInt8(length >> 8), UInt8(length & 0xFF)] + [UInt8](repeating: fill, count: length) }
         let flight = record(500, 1) + record(600, 2) + record(100, 3) + record(1100, 4)
-        let datagrams = DtlsServerSession.datagrams(of: flight, mtu: 1200)
+        let datagrams = DtlsSession.datagrams(of: flight, mtu: 1200)
         XCTAssertEqual(datagrams.map(\.count), [513 + 613, 113, 1113])
         XCTAssertEqual(datagrams.flatMap { $0 }, flight)
     }

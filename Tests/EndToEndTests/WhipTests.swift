@@ -158,6 +158,42 @@ asyncio.run(main())
         try Self.assertRecorded(Self.served(serve, dir: dir, key: "gst-key"), client: "gstreamer", minimumPictures: Self.seconds * 30 - 15)
     }
 
+    /// FFmpeg 8.1's own WHIP muxer (PyAV's build): the clip's H.264 as it is, its audio as Opus,
+    /// paced by the clip's times. Its offer says `a=setup:passive`: avgraph is the DTLS client.
+    static let ffmpegWhip = #"""
+import av, json, sys, time
+url, clip, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+inp = av.open(clip)
+vin, ain = inp.streams.video[0], inp.streams.audio[0]
+out = av.open(url, mode="w", format="whip")
+vout = out.add_stream_from_template(vin)
+aout = out.add_stream("libopus", rate=48000, layout="stereo")
+start, sent = time.monotonic(), {"video": 0, "audio": 0}
+for packet in inp.demux(vin, ain):
+    if packet.dts is None: continue
+    t = float(packet.pts * packet.time_base)
+    if t > seconds: break
+    if start + t > time.monotonic(): time.sleep(start + t - time.monotonic())
+    if packet.stream is vin:
+        packet.stream = vout; out.mux(packet); sent["video"] += 1
+    else:
+        for frame in packet.decode():
+            frame.pts = None
+            for p in aout.encode(frame): out.mux(p); sent["audio"] += 1
+out.close()
+print(json.dumps(sent))
+"""#
+
+    func testFfmpegWhipMuxerPublishesThroughServe() throws {
+        let dir = CLI.scratch(), port = try LoopbackPort.free()
+        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: Self.seconds + 1, size: "640x360", busy: true)
+        let serve = try Self.startServe(dir, port: port, in: self)
+        let sent = try PythonWitness.run(Self.ffmpegWhip, ["http://127.0.0.1:\(port)/whip/ffmpeg-key", dir + "/clip.mp4", "\(Self.seconds)"]) as? [String: Any] ?? [:]
+        print("whip ffmpeg 8.1 (PyAV): sent \(sent)")
+        XCTAssertGreaterThanOrEqual(sent["video"] as? Int ?? 0, Self.seconds * 30)
+        try Self.assertRecorded(Self.served(serve, dir: dir, key: "ffmpeg-key"), client: "ffmpeg 8.1", minimumPictures: Self.seconds * 30)
+    }
+
     /// The endpoint's refusals, each before any media: statuses and the CORS a page needs.
     func testRefusalsAndCors() throws {
         let dir = CLI.scratch(), port = try LoopbackPort.free()

@@ -11,7 +11,7 @@ package final class DtlsCertificate: @unchecked Sendable {
     let certificate: OpaquePointer
     /// DTLS 1.2 as the server, this certificate, the peer's certificate required (its fingerprint
     /// is checked against the SDP's by the session, not by a chain), SRTP offered in WebRTC's order.
-    let serverContext: OpaquePointer
+    let context: OpaquePointer
     /// `AB:CD:...`, the SHA-256 of the certificate's DER, as `a=fingerprint:sha-256` writes it.
     package let fingerprint: String
 
@@ -35,9 +35,14 @@ package final class DtlsCertificate: @unchecked Sendable {
         guard X509_sign(x, key, EVP_sha256()) > 0 else { throw MediaError("DTLS: signing the certificate failed: \(Self.lastError())") }
         guard let digest = Self.sha256(x) else { throw MediaError("DTLS: no certificate digest") }
         fingerprint = Self.colonHex(digest)
-        guard let context = SSL_CTX_new(DTLS_server_method()) else { throw MediaError("DTLS: no context: \(Self.lastError())") }
-        serverContext = context
+        // Either role: avgraph is the DTLS server unless the offer says it is (`a=setup:passive`, FFmpeg's WHIP muxer).
+        guard let context = SSL_CTX_new(DTLS_method()) else { throw MediaError("DTLS: no context: \(Self.lastError())") }
+        self.context = context
         avg_ssl_ctx_set_min_dtls12(context)
+        // The groups avgraph takes, as the DTLS client, for the key exchange and the server's EC
+        // certificate alike: the usual ones and P-224, the curve of the certificate FFmpeg's WHIP
+        // muxer (the DTLS server when its offer says `a=setup:passive`) makes for itself.
+        _ = avg_ssl_ctx_set_groups(context, "X25519:P-256:P-384:P-224")
         guard SSL_CTX_use_certificate(context, x) == 1, SSL_CTX_use_PrivateKey(context, key) == 1,
               SSL_CTX_set_tlsext_use_srtp(context, "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80") == 0 else {
             throw MediaError("DTLS: the context refused its certificate or SRTP profiles: \(Self.lastError())")
@@ -46,7 +51,7 @@ package final class DtlsCertificate: @unchecked Sendable {
     }
 
     deinit {
-        SSL_CTX_free(serverContext)
+        SSL_CTX_free(context)
         X509_free(certificate)
         EVP_PKEY_free(key)
     }

@@ -2,7 +2,7 @@ import AVGraph
 import CSrtp
 
 /// SRTP and SRTCP (RFC 3711, RFC 7714) for one direction of one WebRTC peer, through libsrtp2:
-/// keyed with the master key and salt the DTLS handshake exported (`DtlsServerSession.SrtpKeys`,
+/// keyed with the master key and salt the DTLS handshake exported (`DtlsSession.SrtpKeys`,
 /// the client's for what the peer sends, the server's for what avgraph sends). Packets are
 /// changed in place: unprotecting drops the auth tag (and the SRTCP index), protecting appends them.
 /// Not thread-safe: one owner uses it.
@@ -19,7 +19,7 @@ package final class SrtpSession {
 
     private static let initialized: srtp_err_status_t = srtp_init()
 
-    package init(profile: DtlsServerSession.SrtpProfile, key: [UInt8], salt: [UInt8], direction: Direction) throws {
+    package init(profile: DtlsSession.SrtpProfile, key: [UInt8], salt: [UInt8], direction: Direction) throws {
         guard Self.initialized == srtp_err_status_ok else { throw MediaError("SRTP: libsrtp2 did not start (\(Self.initialized.rawValue))") }
         guard key.count == profile.keyLength, salt.count == profile.saltLength else {
             throw MediaError("SRTP: a \(profile) key is \(profile.keyLength) + \(profile.saltLength) bytes, not \(key.count) + \(salt.count)")

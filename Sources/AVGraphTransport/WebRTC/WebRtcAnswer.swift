@@ -58,6 +58,8 @@ package struct WebRtcAnswer: Sendable {
     package let remoteUfrag: String
     package let remotePassword: String
     package let remoteFingerprint: String
+    /// avgraph's DTLS role: the server, unless the offer made itself the server (`a=setup:passive`).
+    package let dtlsRole: DtlsSession.Role
 
     /// `taking`: the video codecs to accept (a receiver without a depacketizer for one takes fewer).
     package init(offer: SessionDescription, local: Local, sessionID: UInt64, taking video: Set<String> = videoCodecs) throws(Refusal) {
@@ -69,6 +71,9 @@ package struct WebRtcAnswer: Sendable {
         guard let fingerprint = offer.attribute("fingerprint", in: first), fingerprint.lowercased().hasPrefix("sha-256 ") else {
             throw .malformed("the offer has no a=fingerprint:sha-256")
         }
+        let setup = offer.attribute("setup", in: first) ?? "actpass"
+        guard ["actpass", "active", "passive"].contains(setup) else { throw .malformed("a=setup:\(setup) is not actpass, active or passive") }
+        let role: DtlsSession.Role = setup == "passive" ? .client : .server
         let bundle = offer.bundle
         var chosen: [Chosen] = []
         var body: [String] = []
@@ -88,7 +93,7 @@ package struct WebRtcAnswer: Sendable {
             let offered = m.attributes.filter { $0.name == "rtcp-fb" }.compactMap(\.value)
             let transportWide = offered.contains("\(c.pt) transport-cc") ? Self.transportWideID(m) : nil
             chosen.append(Chosen(kind: m.kind, mid: mid, payloadType: c.pt, codec: c.codec, parameters: m.parameters[c.pt] ?? [:], transportWide: transportWide))
-            body += Self.section(m, mid: mid, pt: c.pt, codec: c.codec, local: local)
+            body += Self.section(m, mid: mid, pt: c.pt, codec: c.codec, local: local, setup: role == .server ? "passive" : "active")
         }
         var lines = ["v=0", "o=avgraph \(sessionID) 2 IN IP4 127.0.0.1", "s=-", "t=0 0",
                      "a=group:BUNDLE \(offer.media.compactMap(\.mid).joined(separator: " "))", "a=ice-lite"]
@@ -98,6 +103,7 @@ package struct WebRtcAnswer: Sendable {
         remoteUfrag = ufrag
         remotePassword = pwd
         remoteFingerprint = String(fingerprint.dropFirst("sha-256 ".count))
+        dtlsRole = role
     }
 
     private static func named(_ codecs: Set<String>) -> String {
@@ -118,11 +124,11 @@ package struct WebRtcAnswer: Sendable {
         return nil
     }
 
-    private static func section(_ m: MediaDescription, mid: String, pt: UInt8, codec: MediaDescription.Codec, local: Local) -> [String] {
+    private static func section(_ m: MediaDescription, mid: String, pt: UInt8, codec: MediaDescription.Codec, local: Local, setup: String) -> [String] {
         let port = local.candidates.first?.port ?? 9
         var lines = ["m=\(m.kind) \(port) \(m.proto) \(pt)", "c=IN IP4 0.0.0.0", "a=mid:\(mid)",
                      "a=\(m.has("inactive") || m.has("recvonly") ? "inactive" : "recvonly")", "a=rtcp-mux",
-                     "a=ice-ufrag:\(local.ufrag)", "a=ice-pwd:\(local.password)", "a=fingerprint:sha-256 \(local.fingerprint)", "a=setup:passive"]
+                     "a=ice-ufrag:\(local.ufrag)", "a=ice-pwd:\(local.password)", "a=fingerprint:sha-256 \(local.fingerprint)", "a=setup:\(setup)"]
         let name = codec.name == "h265" ? "H265" : codec.name == "opus" ? "opus" : codec.name.uppercased()
         lines.append("a=rtpmap:\(pt) \(name)/\(codec.clockRate)\(m.kind == "audio" ? "/\(codec.channels)" : "")")
         if let fmtp = m.attributes.first(where: { $0.name == "fmtp" && $0.value?.hasPrefix("\(pt) ") == true })?.value {

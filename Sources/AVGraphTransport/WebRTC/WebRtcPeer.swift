@@ -20,7 +20,7 @@ package final class WebRtcPeer {
         /// Send these bytes to the datagram's source.
         case send([UInt8])
         /// DTLS is done: media may flow (the SRTP profile agreed).
-        case connected(DtlsServerSession.SrtpProfile)
+        case connected(DtlsSession.SrtpProfile)
         case rtp(RtpPacket)
         /// An SRTCP packet, decrypted (sender reports, feedback).
         case rtcp([UInt8])
@@ -31,7 +31,7 @@ package final class WebRtcPeer {
     }
 
     private let ice: IceLiteResponder
-    private let dtls: DtlsServerSession
+    private let dtls: DtlsSession
     private var inbound: SrtpSession?
     package private(set) var outbound: SrtpSession?
     /// Addresses that passed an ICE check, and the one the peer nominated (media go back there).
@@ -41,7 +41,7 @@ package final class WebRtcPeer {
 
     package init(answer: WebRtcAnswer, local: WebRtcAnswer.Local, certificate: DtlsCertificate) throws {
         ice = IceLiteResponder(localUfrag: local.ufrag, localPassword: local.password)
-        dtls = try DtlsServerSession(certificate: certificate, remoteFingerprint: answer.remoteFingerprint)
+        dtls = try DtlsSession(certificate: certificate, remoteFingerprint: answer.remoteFingerprint, role: answer.dtlsRole)
     }
 
     package func receive(_ datagram: [UInt8], from source: Address) -> [Event] {
@@ -52,7 +52,8 @@ package final class WebRtcPeer {
             case .answer(let response, let nominating):
                 proven.insert(source)
                 if nominating || nominated == nil { nominated = source }
-                return [.send(response)]
+                // As the DTLS client, the handshake starts once the peer's address is proven.
+                return [.send(response)] + dtls.start().map(Event.send)
             case .refuse(let response, let code): return [.send(response), .dropped("an ICE check refused (\(code))")]
             case .drop(let why): return [.dropped(why)]
             }
@@ -65,9 +66,12 @@ package final class WebRtcPeer {
             case .failed(let why): events.append(.failed(why))
             case .connected(let keys):
                 guard !wasConnected else { break }
+                // The peer sends with its side's keys: the client's when avgraph is the server.
+                let (theirs, ours) = dtls.role == .server ? ((keys.clientKey, keys.clientSalt), (keys.serverKey, keys.serverSalt))
+                                                          : ((keys.serverKey, keys.serverSalt), (keys.clientKey, keys.clientSalt))
                 do {
-                    inbound = try SrtpSession(profile: keys.profile, key: keys.clientKey, salt: keys.clientSalt, direction: .inbound)
-                    outbound = try SrtpSession(profile: keys.profile, key: keys.serverKey, salt: keys.serverSalt, direction: .outbound)
+                    inbound = try SrtpSession(profile: keys.profile, key: theirs.0, salt: theirs.1, direction: .inbound)
+                    outbound = try SrtpSession(profile: keys.profile, key: ours.0, salt: ours.1, direction: .outbound)
                     connected = true
                     events.append(.connected(keys.profile))
                 } catch {

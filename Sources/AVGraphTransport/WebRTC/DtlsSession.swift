@@ -2,13 +2,14 @@ import AVGraph
 import COpenSSL
 import Foundation
 
-/// One peer's DTLS 1.2 handshake with avgraph as the server (WebRTC's `a=setup:passive`), over
+/// One peer's DTLS 1.2 handshake, avgraph the server (its answer's `a=setup:passive`) or, when the
+/// offer says the peer is (`a=setup:passive`: FFmpeg's WHIP muxer), the client; over
 /// datagrams the caller carries (the UDP port is shared with STUN and SRTP: RFC 7983 tells
 /// them apart). OpenSSL does the handshake between two memory BIOs; what it writes is cut back
 /// into datagrams at its record boundaries. Once connected: the SRTP profile both chose and the
 /// keys exported from the handshake (RFC 5764), and the peer's certificate checked against the
 /// fingerprint its SDP gave. Not thread-safe: one owner feeds it.
-package final class DtlsServerSession {
+package final class DtlsSession {
     package enum SrtpProfile: UInt, Sendable, Equatable {
         case aes128CmHmacSha1_80 = 0x0001
         case aeadAes128Gcm = 0x0007
@@ -18,7 +19,9 @@ package final class DtlsServerSession {
         package var saltLength: Int { self == .aeadAes128Gcm ? 12 : 14 }
     }
 
-    /// SRTP's master keys and salts, each side's (the client is the peer: the browser, OBS).
+    package enum Role: Sendable, Equatable { case server, client }
+
+    /// SRTP's master keys and salts, each side's (the client is usually the peer: the browser, OBS).
     package struct SrtpKeys: Sendable, Equatable {
         package var profile: SrtpProfile
         package var clientKey: [UInt8], clientSalt: [UInt8], serverKey: [UInt8], serverSalt: [UInt8]
@@ -31,6 +34,7 @@ package final class DtlsServerSession {
     }
 
     package private(set) var state = State.handshaking
+    package let role: Role
     private let ssl: OpaquePointer
     private let incoming: OpaquePointer
     private let outgoing: OpaquePointer
@@ -40,8 +44,8 @@ package final class DtlsServerSession {
     static let exporterLabel = "EXTRACTOR-dtls_srtp"
 
     /// `remoteFingerprint`: the SDP's `a=fingerprint:sha-256` of the peer (nil: any certificate, for tests).
-    package init(certificate: DtlsCertificate, remoteFingerprint: String?, mtu: Int = 1200) throws {
-        guard let ssl = SSL_new(certificate.serverContext), let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
+    package init(certificate: DtlsCertificate, remoteFingerprint: String?, role: Role = .server, mtu: Int = 1200) throws {
+        guard let ssl = SSL_new(certificate.context), let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
             throw MediaError("DTLS: no session: \(DtlsCertificate.lastError())")
         }
         self.ssl = ssl
@@ -49,11 +53,12 @@ package final class DtlsServerSession {
         self.outgoing = outgoing
         self.remoteFingerprint = remoteFingerprint?.uppercased()
         self.mtu = mtu
+        self.role = role
         // An empty BIO is "try again", not the end.
         avg_bio_set_mem_eof_return(incoming, -1)
         avg_bio_set_mem_eof_return(outgoing, -1)
         SSL_set_bio(ssl, incoming, outgoing)
-        SSL_set_accept_state(ssl)
+        if role == .server { SSL_set_accept_state(ssl) } else { SSL_set_connect_state(ssl) }
         // The path's MTU is not for OpenSSL to find (there is no socket): records fit `mtu`.
         avg_ssl_no_query_mtu(ssl)
         avg_ssl_set_mtu(ssl, mtu - 28)
@@ -71,6 +76,13 @@ package final class DtlsServerSession {
             return pendingDatagrams()
         }
         _ = datagram.withUnsafeBytes { BIO_write(incoming, $0.baseAddress, Int32($0.count)) }
+        step()
+        return pendingDatagrams()
+    }
+
+    /// As the client: the first flight (ClientHello), once the peer's address is known.
+    package func start() -> [[UInt8]] {
+        guard role == .client, case .handshaking = state else { return [] }
         step()
         return pendingDatagrams()
     }
