@@ -227,14 +227,21 @@ print(json.dumps(sent))
                       "the unconnected session released after handshake-timeout: \(run.stderr)")
         XCTAssertEqual(try curl(["-X", "DELETE", "http://127.0.0.1:\(port)" + (location ?? "")]).status, 404, "a released session is gone")
         XCTAssertEqual(try curl(["http://127.0.0.1:\(port)/elsewhere"]).status, 404)
-        // At most 16 offers wait for their publisher at once: the 17th is told to come back.
-        var statuses: [Int] = []
-        for _ in 0..<17 { statuses.append(try curl(post + ["--data-binary", "@" + dir + "/offer.sdp", base + "/phone-key"]).status) }
-        XCTAssertEqual(statuses, Array(repeating: 201, count: 16) + [503], "16 handshakes at once, then 503")
         run.process.interrupt()
         // Nobody published: the run says it wrote nothing.
         XCTAssertNotEqual(run.waitForExit(timeout: 20), 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("wrote nothing"), run.stderr)
+
+        // At most 16 offers wait for their publisher at once (10 s each, here): the 17th is told to come back.
+        let busyDir = dir + "/busy", busyPort = try LoopbackPort.free()
+        try FileManager.default.createDirectory(atPath: busyDir, withIntermediateDirectories: true)
+        let busy = try Self.startRun(busyDir, port: busyPort, idle: "60s")
+        addTeardownBlock { if busy.process.isRunning { busy.process.terminate() } }
+        var statuses: [Int] = []
+        for _ in 0..<17 { statuses.append(try curl(post + ["--data-binary", "@" + dir + "/offer.sdp", "http://127.0.0.1:\(busyPort)/whip/phone-key"]).status) }
+        XCTAssertEqual(statuses, Array(repeating: 201, count: 16) + [503], "16 handshakes at once, then 503")
+        busy.process.interrupt()
+        _ = busy.waitForExit(timeout: 20)
     }
 
     /// An offer as browsers write it (BUNDLE, rtcp-mux, ICE credentials, a SHA-256 fingerprint).
