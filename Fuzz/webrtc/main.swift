@@ -7,7 +7,7 @@ import Foundation
 /// many bytes, sorted as the port sorts them (RFC 7983: STUN by its first byte and cookie, RTP by
 /// 128-191). STUN: parsed, answered by the ICE-lite responder, and a parsed message written back
 /// out parses to the same. RTP: parsed, written back out and parsed to the same, its payload into
-/// the H.264, VP8, VP9 and AV1 depacketizers, whose units never exceed their bound (and a damaged
+/// the H.264, H.265, VP8, VP9 and AV1 depacketizers, whose units never exceed their bound (and a damaged
 /// one is empty); its transport-wide sequence number into the feedback, which stays a whole RTCP
 /// packet. RTCP (RTP's 128-191 with a packet type of 200-223, as rtcp-mux sorts it): the sender
 /// reports read. The whole input is also read as the WHIP relay's framing. Nothing may trap or hang.
@@ -20,6 +20,7 @@ public func fuzzWebRtc(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     var vp8 = Vp8Depacketizer(maxBytes: 64 * 1024)
     var vp9 = Vp9Depacketizer(maxBytes: 64 * 1024)
     var av1 = Av1Depacketizer(maxBytes: 64 * 1024)
+    var h265 = H265Depacketizer(maxBytes: 64 * 1024)
     var transportWide = TransportWideFeedback()
     var arrival = 0.0
     var at = 0
@@ -54,6 +55,7 @@ public func fuzzWebRtc(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
             for frame in vp8.push(p) { precondition(frame.bytes.count <= 64 * 1024 && !(frame.damaged && !frame.bytes.isEmpty), "a VP8 frame past the bound, or damaged with bytes") }
             for frame in vp9.push(p) { precondition(frame.bytes.count <= 64 * 1024 && !(frame.damaged && !frame.bytes.isEmpty), "a VP9 picture past the bound, or damaged with bytes") }
             for frame in av1.push(p) { precondition(frame.bytes.count <= 64 * 1024 && !(frame.damaged && !frame.bytes.isEmpty), "an AV1 unit past the bound, or damaged with bytes") }
+            for unit in h265.push(p) { precondition(unit.bytes.count <= 64 * 1024 && !(unit.damaged && !unit.bytes.isEmpty), "an HEVC access unit past the bound, or damaged with bytes") }
         }
     }
     if let reader = try? WebRtcMediaReader(name: "fuzz", read: { [input] buffer in

@@ -5,7 +5,8 @@ import XCTest
 /// WHIP ingest of VP9 and AV1 from headless Chromium (its own encoders: libvpx, and libaom for
 /// AV1), its camera and microphone faked from the flash-and-beep clip; a run's `whip` source
 /// records what it receives (avgraph's depacketizers, libavcodec's VP9 and libdav1d decoders),
-/// and the recording is decoded: its pictures counted, every flash paired with its beep.
+/// and the recording is decoded: its pictures counted, every flash paired with its beep. HEVC
+/// from GStreamer's webrtcbin (x265enc, rtph265pay) the same way, through `serve`.
 final class WhipCodecTests: XCTestCase {
     private func publishFromChromium(codec: String, mime: String) throws {
         let dir = CLI.scratch(), port = try LoopbackPort.free()
@@ -29,5 +30,13 @@ final class WhipCodecTests: XCTestCase {
 
     func testChromiumPublishesAv1InSync() throws {
         try publishFromChromium(codec: "av1", mime: "av1")
+    }
+
+    /// webrtcbin 1.22 offers H265/90000 for x265enc's stream; avgraph's answer takes it, its
+    /// depacketizer (RFC 7798) reassembles what rtph265pay sends (the parameter sets aggregated,
+    /// slices in fragmentation units), libavcodec's HEVC decoder decodes it.
+    func testGStreamerPublishesH265InSyncThroughServe() throws {
+        let figures = try WhipTests.publishFromGStreamer(codec: "h265", in: self)
+        XCTAssertEqual((figures["offered_video"] as? [String])?.first, "H265/90000", "webrtcbin offered H.265")
     }
 }

@@ -145,17 +145,25 @@ asyncio.run(main())
         XCTAssertTrue(serve.stderr.contains("datagrams from addresses in no session"), "the garbage counted and said: \(serve.stderr)")
     }
 
-    func testGStreamerPublishesH264InSyncThroughServe() throws {
+    /// GStreamer's webrtcbin (`scripts/whip-gst`) publishing the clip in `codec` through `serve`,
+    /// the recording checked; returns its stats (what it offered, what it sent).
+    @discardableResult
+    static func publishFromGStreamer(codec: String, in test: XCTestCase) throws -> [String: Any] {
         let dir = CLI.scratch(), port = try LoopbackPort.free()
-        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: Self.seconds + 2, size: "640x360", busy: true)
-        let serve = try Self.startServe(dir, port: port, in: self)
+        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: seconds + 2, size: "640x360", busy: true)
+        let serve = try startServe(dir, port: port, in: test)
         let stats = dir + "/gst.json"
         let out = try CLI.shell([CLI.packageRoot + "/scripts/whip-gst", "--url", "http://127.0.0.1:\(port)/whip/gst-key", "--input", dir + "/clip.mp4",
-                                 "--seconds", "\(Self.seconds)", "--codec", "h264", "--stats", stats])
+                                 "--seconds", "\(seconds)", "--codec", codec, "--stats", stats])
         XCTAssertTrue(out.contains("connected after"), out)
         let figures = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: stats))) as? [String: Any] ?? [:]
-        print("whip gstreamer: \(out.split(separator: "\n").first ?? ""); video kbps max \(figures["video_kbps_max"] ?? "?"), last second \(figures["video_kbps_last_second"] ?? "?")")
-        try Self.assertRecorded(Self.served(serve, dir: dir, key: "gst-key"), client: "gstreamer", minimumPictures: Self.seconds * 30 - 15)
+        print("whip gstreamer \(codec): \(out.split(separator: "\n").first ?? ""); offered \(figures["offered_video"] ?? "?"), video kbps max \(figures["video_kbps_max"] ?? "?"), last second \(figures["video_kbps_last_second"] ?? "?")")
+        try assertRecorded(served(serve, dir: dir, key: "gst-key"), client: "gstreamer \(codec)", minimumPictures: seconds * 30 - 15)
+        return figures
+    }
+
+    func testGStreamerPublishesH264InSyncThroughServe() throws {
+        try Self.publishFromGStreamer(codec: "h264", in: self)
     }
 
     /// FFmpeg 8.1's own WHIP muxer (PyAV's build): the clip's H.264 as it is, its audio as Opus,

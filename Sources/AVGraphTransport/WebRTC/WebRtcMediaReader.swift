@@ -28,6 +28,8 @@ package final class WebRtcMediaReader: PacketSource {
             let parameters: CodecParameters
             switch (s.kind, s.codec) {
             case ("video", "h264"): parameters = try CodecParameters(video: AV_CODEC_ID_H264, width: s.width, height: s.height, extradata: s.extradata)
+            // Annex B with its VPS, SPS and PPS as extradata: decodes; no hvcC, so no passthrough.
+            case ("video", "h265"): parameters = try CodecParameters(video: AV_CODEC_ID_HEVC, width: s.width, height: s.height, extradata: s.extradata)
             case ("video", "vp8"): parameters = try CodecParameters(video: AV_CODEC_ID_VP8, width: s.width, height: s.height, extradata: [])
             case ("video", "vp9"): parameters = try CodecParameters(video: AV_CODEC_ID_VP9, width: s.width, height: s.height, extradata: [])
             // The sequence header comes in band with every keyframe: libdav1d needs no av1C.

@@ -10,7 +10,7 @@ import Foundation
 /// ticks in, datagrams to send out.
 package final class WhipSession {
     /// The video codecs a session depacketizes (its answer takes no other).
-    package static let videoCodecs: Set<String> = ["h264", "vp8", "vp9", "av1"]
+    package static let videoCodecs: Set<String> = ["h264", "vp8", "vp9", "av1", "h265"]
     package let id: String
     package let key: String
     package let localUfrag: String
@@ -32,6 +32,7 @@ package final class WhipSession {
     private var vp8 = Vp8Depacketizer()
     private var vp9 = Vp9Depacketizer()
     private var av1 = Av1Depacketizer()
+    private var h265 = H265Depacketizer()
     private var sync: RtpLipSync<(bytes: [UInt8], key: Bool)>
     private var headerWritten = false
     private var header: [WebRtcMediaFraming.Stream]
@@ -220,6 +221,7 @@ package final class WhipSession {
             case "vp8": units = vp8.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
             case "vp9": units = vp9.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
             case "av1": units = av1.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
+            case "h265": units = h265.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
             default: units = h264.push(packet).map { ($0.timestamp, $0.bytes, $0.isKeyframe, $0.damaged) }
             }
             for unit in units {
@@ -242,7 +244,7 @@ package final class WhipSession {
     }
 
     /// The header's video facts from the first keyframe: its size (VP9's frame header, AV1's
-    /// sequence header), and H.264's parameter sets.
+    /// sequence header), and H.264's and HEVC's parameter sets (Annex B, as the decoder takes them).
     private func describeVideo(_ bytes: [UInt8]) {
         guard let video else { return }
         if video.codec == "vp8", bytes.count >= 10, bytes[3] == 0x9D, bytes[4] == 0x01, bytes[5] == 0x2A {
@@ -258,6 +260,14 @@ package final class WhipSession {
                 if unit[unit.startIndex] & 0x1F == 7, let size = H264PictureSize.of(sps: unit) {
                     (header[video.index].width, header[video.index].height) = size
                 }
+                sets += [0, 0, 0, 1] + unit
+            }
+            header[video.index].extradata = sets
+        } else if video.codec == "h265" {
+            // VPS, SPS, PPS (types 32-34).
+            var sets: [UInt8] = []
+            for unit in Self.annexBUnits(bytes) where unit.first.map({ (32...34).contains(H265Depacketizer.type($0)) }) == true {
+                if let size = VideoSequenceSize.hevc(sps: unit) { (header[video.index].width, header[video.index].height) = size }
                 sets += [0, 0, 0, 1] + unit
             }
             header[video.index].extradata = sets
