@@ -42,7 +42,7 @@ enum FlashBeep {
             Double(raw[o..<o + w * h].reduce(0) { $0 + Int($1) }) / Double(w * h)
         }
         var flashes: [Double] = []
-        for i in 1..<min(times.count, luma.count) where luma[i] - luma[i - 1] > 40 { flashes.append(times[i]) }
+        for i in 1..<max(1, min(times.count, luma.count)) where luma[i] - luma[i - 1] > 40 { flashes.append(times[i]) }
 
         let first = try CLI.shell(["ffprobe", "-v", "error", "-select_streams", "a:0", "-read_intervals", "%+2",
                                    "-show_entries", "frame=pts_time", "-of", "csv=p=0", path])

@@ -60,6 +60,7 @@ final class WhipLossTests: XCTestCase {
         print("whip loss: \(times.count) pictures of \(WhipTests.seconds * 30) sent, longest gap \(String(format: "%.3f", gaps.max() ?? 0)) s, holes over 50 ms: \(holes.map { String(format: "%.3f", $0) }); nftables: \(counters)")
         XCTAssertGreaterThanOrEqual(times.count, WhipTests.seconds * 30 - 30, "NACK recovered what 5 % loss took")
         XCTAssertLessThan(gaps.max() ?? 1, 0.5, "where a picture was lost for good, the hole is under 0.5 s (the keyframe a PLI asked for)")
-        XCTAssertTrue(counters.allSatisfy { !$0.contains("packets 0 ") }, "the link did lose packets both ways: \(counters)")
+        // What avgraph sends back is little (answers, reports, NACKs): 5 % of it may be none in a run.
+        XCTAssertFalse(counters.first { $0.contains("dport") }?.contains("packets 0 ") ?? true, "the link did lose the publisher's packets: \(counters)")
     }
 }
