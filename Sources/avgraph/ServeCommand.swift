@@ -23,14 +23,14 @@ struct ServeCommand: ParsableCommand {
     @Argument(help: "The template .pipe (source {type: publisher}).")
     var template: String
 
-    @Option(name: .customLong("listen"), help: ArgumentHelp("Where publishers come: rtmp://HOST:PORT, rtmps://HOST:PORT (with --cert, --key), srt://HOST:PORT, srtla://HOST:PORT (bonded links), whip://HOST:PORT (WebRTC: publishers POST to /whip/KEY) (repeatable).",
+    @Option(name: .customLong("listen"), help: ArgumentHelp("Where publishers come: rtmp://HOST:PORT, rtmps://HOST:PORT (with --cert, --key), srt://HOST:PORT, srtla://HOST:PORT (bonded links), whip://HOST:PORT (WebRTC: publishers POST to /whip/KEY), whips://HOST:PORT (the same over HTTPS, with --cert, --key) (repeatable).",
                                                            valueName: "url"))
     var listen: [String] = []
 
-    @Option(name: .customLong("cert"), help: "The rtmps:// listener's certificate (chain), PEM.")
+    @Option(name: .customLong("cert"), help: "The rtmps:// and whips:// listeners' certificate (chain), PEM.")
     var certificate: String?
 
-    @Option(name: .customLong("key"), help: "The rtmps:// listener's private key, PEM.")
+    @Option(name: .customLong("key"), help: "The rtmps:// and whips:// listeners' private key, PEM.")
     var privateKey: String?
 
     @Option(name: .customLong("webrtc-udp"), help: "The whip:// listener's UDP port for every session's media (default: the HTTP port's number).")

@@ -93,7 +93,7 @@ final class WhipTests: XCTestCase {
 
     /// aiortc (VP8 and Opus from the clip, its own WHIP client: a POST of its offer).
     static let aiortc = #"""
-import asyncio, json, sys, time, urllib.request
+import asyncio, json, ssl, sys, time, urllib.request
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.contrib.media import MediaPlayer
 url, clip, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -106,7 +106,9 @@ async def main():
     await pc.setLocalDescription(await pc.createOffer())
     req = urllib.request.Request(url, data=pc.localDescription.sdp.encode(), method="POST", headers={"Content-Type": "application/sdp"})
     posted = time.monotonic()
-    with urllib.request.urlopen(req) as r:
+    # An https endpoint of the test's own is self-signed.
+    unverified = ssl._create_unverified_context()
+    with urllib.request.urlopen(req, context=unverified) as r:
         status, location, answer = r.status, r.headers["Location"], r.read().decode()
     await pc.setRemoteDescription(RTCSessionDescription(answer, "answer"))
     while pc.connectionState != "connected" and time.monotonic() - posted < 10:
@@ -115,7 +117,7 @@ async def main():
     await asyncio.sleep(seconds)
     sent = [s for s in (await pc.getStats()).values() if s.type == "outbound-rtp"]
     end = urllib.request.Request(urllib.parse.urljoin(url, location), method="DELETE")
-    with urllib.request.urlopen(end) as r: deleted = r.status
+    with urllib.request.urlopen(end, context=unverified) as r: deleted = r.status
     await pc.close()
     print(json.dumps({"status": status, "deleted": deleted, "state": pc.connectionState, "connected_after": connected,
                       "sent": {s.kind: s.bytesSent for s in sent}}))
@@ -200,6 +202,37 @@ print(json.dumps(sent))
         print("whip ffmpeg 8.1 (PyAV): sent \(sent)")
         XCTAssertGreaterThanOrEqual(sent["video"] as? Int ?? 0, Self.seconds * 30)
         try Self.assertRecorded(Self.served(serve, dir: dir, key: "ffmpeg-key"), client: "ffmpeg 8.1", minimumPictures: Self.seconds * 30)
+    }
+
+    /// `whips://`: the endpoint over HTTPS (a certificate of the test's own); aiortc publishes
+    /// through it, and a wrong key is refused there too.
+    func testHttpsEndpoint() throws {
+        let dir = CLI.scratch(), port = try LoopbackPort.free()
+        try FlashBeep.makeClip(dir + "/clip.mp4", seconds: 5, size: "640x360", busy: true)
+        _ = try CLI.shell(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                           "-keyout", dir + "/key.pem", "-out", dir + "/cert.pem"])
+        CLI.write("""
+            pipeline: whips
+            realtime: true
+            nodes:
+              src:   {type: whip, url: "whips://127.0.0.1:\(port)", cert: cert.pem, key: key.pem, keys: [phone-key], idle: 8s, timeout: 2s}
+              video: {type: h264, in: src.video, passthrough: auto}
+              out:   {type: file, in: [video], path: out.mp4}
+            """, to: dir + "/whips.pipe")
+        let run = try BackgroundRun(["run", dir + "/whips.pipe", "--events", "json"], cwd: dir)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
+        let refused = try CLI.shell(["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "v=0",
+                                     "https://127.0.0.1:\(port)/whip/wrong"])
+        XCTAssertEqual(refused, "401", "a wrong key refused over TLS")
+        XCTAssertNotEqual(try? CLI.shell(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(port)/whip/phone-key"]), "404", "no plain HTTP on a whips:// endpoint")
+        let result = try PythonWitness.run(Self.aiortc, ["https://127.0.0.1:\(port)/whip/phone-key", dir + "/clip.mp4", "4"]) as? [String: Any] ?? [:]
+        XCTAssertEqual(result["status"] as? Int, 201, "\(result)")
+        XCTAssertEqual(result["deleted"] as? Int, 200)
+        XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
+        let pictures = try CLI.videoFrameTimes(dir + "/out.mp4").count
+        print("whips: aiortc over https, \(pictures) pictures recorded")
+        XCTAssertGreaterThanOrEqual(pictures, 4 * 30 - 15)
     }
 
     /// The endpoint's refusals, each before any media: statuses and the CORS a page needs.

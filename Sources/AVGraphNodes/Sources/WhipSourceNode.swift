@@ -11,7 +11,7 @@ public final class WhipSourceNode: Source, Node, LiveSource {
     public static let summary = "receives a live WebRTC stream published over WHIP (avgraph as the endpoint) and decodes it"
     public static let outputs = NetworkSourceOptions.outputs
     static let url = Setting<String?>.string("url", required: true,
-        doc: "whip://HOST:PORT: the HTTP endpoint to listen on (0.0.0.0 for every interface); publishers POST their offer to http://HOST:PORT/whip/KEY")
+        doc: "whip://HOST:PORT: the HTTP endpoint to listen on (0.0.0.0 for every interface); publishers POST their offer to http://HOST:PORT/whip/KEY. whips://HOST:PORT: the same over HTTPS, with cert and key")
     static let udpPort = Setting<Int?>.int("webrtc-udp", 0...65535,
         doc: "the UDP port every session's media comes to (unset: the same number as the HTTP port; 0: any free port); open it in a firewall, forward it behind NAT")
     static let advertise = Setting<String?>.string("webrtc-host",
@@ -22,7 +22,11 @@ public final class WhipSourceNode: Source, Node, LiveSource {
                                  IngestOptions.rate.spec, IngestOptions.audioRate.spec, IngestOptions.audioChannels.spec,
                                  NetworkSourceOptions.buffer.spec, IngestOptions.audioBuffer.spec, NetworkSourceOptions.backlog.spec,
                                  AwaySettings.away.spec, udpPort.spec, advertise.spec, ListenOptions.keys.spec, ListenOptions.keysFile.spec,
-                                 handshakeTimeout.spec, ListenOptions.maxSize.spec]
+                                 handshakeTimeout.spec, ListenOptions.maxSize.spec, certificate.spec, privateKey.spec]
+    static let certificate = Setting<String?>.path("cert", mustExist: true,
+        doc: "with a whips:// url: the endpoint's TLS certificate, a PEM file (the chain after it)")
+    static let privateKey = Setting<String?>.path("key", mustExist: true,
+        doc: "with a whips:// url: the TLS private key of cert, a PEM file without a passphrase")
     public static let events: [any NodeEvent.Type] = NetworkSourceCore.events
 
     public static func negotiate(_ n: Negotiation) throws(NegotiationError) -> [StreamFormat] {
@@ -31,11 +35,20 @@ public final class WhipSourceNode: Source, Node, LiveSource {
             throw NegotiationError("'\(NetworkSourceOptions.redacted(url))' is not a WHIP endpoint address", option: "url",
                                    hint: "write it like whip://0.0.0.0:8080 (publishers then POST to http://HOST:8080/whip/KEY)")
         }
+        let certificate = n.path(Self.certificate), key = n.path(Self.privateKey)
+        if url.hasPrefix("whips://") {
+            guard let certificate, let key else {
+                throw NegotiationError("a whips:// endpoint takes a TLS certificate and its key", option: "url", hint: "give cert: FILE and key: FILE (PEM)")
+            }
+            do { _ = try ListenTLS.checkedContext(certificate: certificate, key: key) } catch { throw NegotiationError(error.description, option: error.option) }
+        } else if certificate != nil || key != nil {
+            throw NegotiationError("cert and key are for a whips:// url", option: certificate != nil ? "cert" : "key", hint: "write the url like whips://0.0.0.0:8443")
+        }
         return try NetworkSourceOptions.negotiate(n)
     }
 
     static func parts(_ url: String) -> (host: String, port: Int)? {
-        guard url.hasPrefix("whip://"), let c = URLComponents(string: url), let host = c.host, let port = c.port, (1...65535).contains(port),
+        guard url.hasPrefix("whip://") || url.hasPrefix("whips://"), let c = URLComponents(string: url), let host = c.host, let port = c.port, (1...65535).contains(port),
               c.path.isEmpty || c.path == "/" else { return nil }
         return (host, port)
     }
@@ -54,6 +67,9 @@ public final class WhipSourceNode: Source, Node, LiveSource {
         settings.keys = keys.isEmpty && setup.path(ListenOptions.keysFile) == nil ? nil : keys
         settings.handshakeTimeout = setup[Self.handshakeTimeout]
         settings.silence = timeout
+        if url.hasPrefix("whips://"), let certificate = setup.path(Self.certificate), let key = setup.path(Self.privateKey) {
+            settings.tls = (certificate, key)
+        }
         input.listener = try WhipListener(settings)
         core = NetworkSourceCore(setup, input: input)
     }

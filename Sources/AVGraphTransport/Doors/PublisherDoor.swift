@@ -48,15 +48,19 @@ public final class PublisherDoor: Sendable {
             guard let port = c.port else { throw MediaError("--listen \(url): srtla:// needs a port, like srtla://0.0.0.0:5000") }
             let srt = SrtListener.Settings(host: host, port: port, passphrase: passphrase, latency: 2, keys: keys, concurrent: true)
             handoff = try SrtlaListener(.init(host: host, port: port), srt: SrtlaListener.bondedSrt(srt))
-        case "whip":
-            guard let port = c.port else { throw MediaError("--listen \(url): whip:// needs a port, like whip://0.0.0.0:8080") }
+        case "whip", "whips":
+            guard let port = c.port else { throw MediaError("--listen \(url): \(scheme):// needs a port, like \(scheme)://0.0.0.0:8080") }
             var settings = WhipListener.Settings(host: host, httpPort: port, udpPort: webrtc.udpPort ?? port)
             settings.advertise = webrtc.hosts
             settings.keys = keys
             settings.concurrent = true
+            if scheme == "whips" {
+                guard let certificate, let privateKey else { throw MediaError("--listen \(url): whips:// takes --cert and --key") }
+                settings.tls = (certificate, privateKey)
+            }
             handoff = try WhipListener(settings)
         default:
-            throw MediaError("--listen \(url): serve listens on rtmp://, rtmps://, srt://, srtla:// or whip://, not \(scheme)://")
+            throw MediaError("--listen \(url): serve listens on rtmp://, rtmps://, srt://, srtla://, whip:// or whips://, not \(scheme)://")
         }
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// avgraph as a WHIP endpoint (RFC 9725): the HTTP side on SwiftNIO (`POST /whip/KEY` with an
@@ -33,6 +34,8 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         package var capacity = 8 << 20
         /// Any number of publishers at once (`avgraph serve`), each its own stream; else one (409).
         package var concurrent = false
+        /// PEM files: the endpoint over HTTPS (`whips://`), as browsers publish from https pages.
+        package var tls: (certificate: String, key: String)?
         package init(host: String, httpPort: Int, udpPort: Int) {
             self.host = host
             self.httpPort = httpPort
@@ -58,6 +61,7 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
     private let inbox = Mutex(Inbox())
     private let udp: Int32
     private var server: Channel?
+    private let tls: NIOSSLContext?
     // The UDP thread's own.
     private var sessions: [String: WhipSession] = [:]
     private var byUfrag: [String: WhipSession] = [:]
@@ -76,6 +80,11 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         do {
             candidates = settings.advertise.isEmpty ? WebRtcUdpSocket.localAddresses(bare).map { ($0, port) }
                 : try settings.advertise.map { try WebRtcUdpSocket.candidate($0, port: port) }
+            if let files = settings.tls {
+                do { tls = try ListenTLS.checkedContext(certificate: files.certificate, key: files.key) } catch { throw MediaError(error.description) }
+            } else {
+                tls = nil
+            }
             try super.init(threadName: "whip-media")
         } catch {
             close(fd)
@@ -87,6 +96,9 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
             .serverChannelOption(ChannelOptions.autoRead, value: false)
             .childChannelInitializer { [weak self] channel in
                 guard let self else { return channel.close() }
+                if let tls = self.tls {
+                    do { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) } catch { return channel.close() }
+                }
                 return channel.pipeline.configureHTTPServerPipeline(withErrorHandling: true).flatMapThrowing {
                     try channel.pipeline.syncOperations.addHandler(WhipHTTPHandler(judgeHead: { [weak self] in self?.judgeHead($0) },
                                                                                    answer: { [weak self] in self?.answer($0) ?? .init(status: .serviceUnavailable) }))
@@ -95,7 +107,7 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         do { server = try bootstrap.bind(host: bare, port: settings.httpPort).wait() } catch {
             close(udp)
             let why = (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
-            throw MediaError("cannot listen on whip://\(settings.host):\(settings.httpPort): \(why)")
+            throw MediaError("cannot listen on \(tls == nil ? "whip" : "whips")://\(settings.host):\(settings.httpPort): \(why)")
         }
         boundHttpPort = server?.localAddress?.port ?? settings.httpPort
     }
