@@ -73,6 +73,8 @@ final class ConformanceTests: XCTestCase {
                                  produceLimit: 10, expectsOutput: false),
             "srt source": .init(registry.resolve("srt", hasInputs: false)!, options: "url: srt://127.0.0.1:\(try LoopbackPort.free()), listen: true",
                                 produceLimit: 10, expectsOutput: false),
+            "whip": .init(registry.resolve("whip", hasInputs: false)!, options: "url: whip://127.0.0.1:\(try LoopbackPort.free()), keys: [x]",
+                          produceLimit: 10, expectsOutput: false),
         ]
         // Its relay is standard input: an open pipe nobody writes to, as a run whose publisher has not sent yet.
         c["publisher"] = .init(t("publisher"), options: "idle: 30s", produceLimit: 10, expectsOutput: false)
