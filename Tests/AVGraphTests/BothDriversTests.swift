@@ -25,6 +25,7 @@ final class BothDriversTests: XCTestCase {
         "publisher": "reads what `avgraph serve` relays on standard input, once: there is no second copy for the other driver",
         "rtmp source": "needs a publisher connecting over the network at wall-clock times (RtmpSourceTests)",
         "srt source": "needs a publisher connecting over the network at wall-clock times (SrtSourceTests)",
+        "whip": "needs a WebRTC publisher connecting over the network at wall-clock times (WhipTests)",
         "rtmp sink": "what comes out is on a server (LiveSinkTests, with nginx-rtmp)",
         "srt sink": "what comes out is on a server (LiveSinkTests, with srt-live-transmit)",
         "h265": "x265's rate control runs across its frame threads as they finish: two encodes of the same pictures differ in bytes "
