@@ -287,34 +287,15 @@ print(json.dumps(sent))
 
     /// An offer as browsers write it (BUNDLE, rtcp-mux, ICE credentials, a SHA-256 fingerprint).
     static func offer(video: String, fmtp: String) -> String {
-        """
-        v=0\r
-        o=- 1 2 IN IP4 127.0.0.1\r
-        s=-\r
-        t=0 0\r
-        a=group:BUNDLE 0 1\r
-        m=video 9 UDP/TLS/RTP/SAVPF 102\r
-        c=IN IP4 0.0.0.0\r
-        a=mid:0\r
-        a=sendonly\r
-        a=rtcp-mux\r
-        a=ice-ufrag:abcd\r
-        a=ice-pwd:abcdefghijklmnopqrstuvwx\r
-        a=fingerprint:sha-256 \((0..<32).map { _ in "AB" }.joined(separator: ":"))\r
-        a=setup:actpass\r
-        a=rtpmap:102 \(video)\r
-        a=fmtp:102 \(fmtp)\r
-        m=audio 9 UDP/TLS/RTP/SAVPF 111\r
-        c=IN IP4 0.0.0.0\r
-        a=mid:1\r
-        a=sendonly\r
-        a=rtcp-mux\r
-        a=ice-ufrag:abcd\r
-        a=ice-pwd:abcdefghijklmnopqrstuvwx\r
-        a=fingerprint:sha-256 \((0..<32).map { _ in "AB" }.joined(separator: ":"))\r
-        a=setup:actpass\r
-        a=rtpmap:111 opus/48000/2\r
-
-        """
+        /// What both sections share: ICE credentials, a fingerprint, DTLS's role.
+        func section(_ kind: String, mid: Int, pt: Int, rtpmap: String) -> [String] {
+            ["m=\(kind) 9 UDP/TLS/RTP/SAVPF \(pt)", "c=IN IP4 0.0.0.0", "a=mid:\(mid)", "a=sendonly", "a=rtcp-mux", "a=ice-ufrag:abcd",
+             "a=ice-pwd:abcdefghijklmnopqrstuvwx", "a=fingerprint:sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":"),
+             "a=setup:actpass", "a=rtpmap:\(pt) \(rtpmap)"]
+        }
+        let lines = ["v=0", "o=- 1 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0 1"]
+            + section("video", mid: 0, pt: 102, rtpmap: video) + ["a=fmtp:102 \(fmtp)"]
+            + section("audio", mid: 1, pt: 111, rtpmap: "opus/48000/2")
+        return lines.joined(separator: "\r\n") + "\r\n"
     }
 }

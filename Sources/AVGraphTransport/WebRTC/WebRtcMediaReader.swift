@@ -11,6 +11,8 @@ package final class WebRtcMediaReader: PacketSource {
     private var streams: [(description: WebRtcMediaFraming.Stream, parameters: CodecParameters)] = []
     private var buffer: [UInt8] = []
     private var position = 0
+    /// What one read takes, reused: no allocation per record.
+    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
     package private(set) var startedAt: Double?
 
     /// Reads the header; throws when the bytes are not this framing or name a codec avgraph lacks.
@@ -85,7 +87,6 @@ package final class WebRtcMediaReader: PacketSource {
             buffer.removeFirst(position)
             position = 0
         }
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while buffer.count - position < count {
             let n = chunk.withUnsafeMutableBytes { readBytes($0) }
             if n <= 0 { return false }

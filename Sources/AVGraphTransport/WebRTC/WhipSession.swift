@@ -37,6 +37,8 @@ package final class WhipSession {
     private var headerWritten = false
     private var header: [WebRtcMediaFraming.Stream]
     private var needKeyframe = true
+    /// A picture was dropped for want of room: those after it reference it, so they go too, up to a keyframe.
+    private var droppedSinceKeyframe = false
     private var firstVideoAt: Double?
     private var lastNack = 0.0, lastPli = 0.0, lastReport = 0.0
     private var videoSsrc: UInt32?, audioSsrc: UInt32?
@@ -299,16 +301,19 @@ package final class WhipSession {
             stream.append(WebRtcMediaFraming.encodeHeader(header, started: sync.epochArrival))
         }
         for r in released {
+            let isVideo = r.track == video?.index
             // A reader behind by the stream's capacity: UDP cannot be held, so media is dropped
-            // (pictures up to the next keyframe).
-            if stream.isFull {
-                if r.track == video?.index {
+            // (pictures up to the next keyframe, which a PLI asks for).
+            if isVideo && r.payload.key { droppedSinceKeyframe = false }
+            if stream.isFull || (isVideo && droppedSinceKeyframe) {
+                if isVideo {
                     needKeyframe = true
+                    droppedSinceKeyframe = true
                     pictureDrops += 1
                 }
                 continue
             }
-            if r.track == video?.index { pictures += 1 }
+            if isVideo { pictures += 1 }
             let rate = Double(header[r.track].clockRate)
             stream.append(WebRtcMediaFraming.encodePacket(stream: r.track, key: r.payload.key, time: Int64((r.seconds * rate).rounded()), bytes: r.payload.bytes))
         }
