@@ -84,7 +84,8 @@ public final class HTTPService: Sendable {
             return .text(400, "400: an HTTP/1.1 request needs a Host header\n")
         }
         // A browser says where a request comes from; a command must come from this server's own page.
-        if head.method != .GET && head.method != .HEAD, let origin = head.headers.first(name: "origin"),
+        // WHEP is the exception: a viewer's bearer token is no ambient authority, and players live on other origins.
+        if head.method != .GET && head.method != .HEAD, !head.uri.hasPrefix("/whep/"), let origin = head.headers.first(name: "origin"),
            !HTTPNames.sameOrigin(origin, host: hosts.first ?? "", scheme: scheme) {
             return .text(403, "403: a command from a page of another origin is refused\n")
         }

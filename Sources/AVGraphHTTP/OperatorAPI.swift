@@ -32,20 +32,23 @@ public struct OperatorAPI: Sendable {
     let answerLater: @Sendable ([UInt8], @escaping @Sendable ([UInt8]) -> Void) -> Void
     let metrics: @Sendable () -> String
     let clips: String
+    /// Routes the run's nodes serve (`whep`'s `/whep/NODE`).
+    let web: WebEndpoints?
 
     /// `remote`: served beyond loopback, so every request needs the token.
     public init(run: PipelineRun, token: String, remote: Bool, preview: PictureTap?) {
         self.init(pipeline: run.pipeline.settings.name, token: token, remote: remote, preview: preview, events: run.events,
                   answer: { run.answer(controlLine: $0) }, metrics: { MetricsText.render(run) },
                   clips: FileManager.default.currentDirectoryPath + "/clips",
-                  answerLater: { line, reply in run.answer(controlLine: line, reply: reply) })
+                  answerLater: { line, reply in run.answer(controlLine: line, reply: reply) }, web: run.web)
     }
 
     /// The API over a run's parts: the fuzz target answers a `set` without waiting for a node,
     /// gives the event stream a log of its own and clips a scratch folder.
     package init(pipeline: String, token: String, remote: Bool, preview: PictureTap?, events: EventLog,
                  answer: @escaping @Sendable ([UInt8]) -> [UInt8], metrics: @escaping @Sendable () -> String, clips: String,
-                 answerLater: (@Sendable ([UInt8], @escaping @Sendable ([UInt8]) -> Void) -> Void)? = nil) {
+                 answerLater: (@Sendable ([UInt8], @escaping @Sendable ([UInt8]) -> Void) -> Void)? = nil, web: WebEndpoints? = nil) {
+        self.web = web
         self.pipeline = pipeline
         self.token = token
         self.remote = remote
@@ -67,6 +70,12 @@ public struct OperatorAPI: Sendable {
         let authorized = presented.map { Self.same($0, token) } ?? false
         // The icon says nothing of the run: a browser asks for it without the page's token.
         if r.method == "GET" || r.method == "HEAD", let icon = Favicon.response(for: r.path) { return icon }
+        // A node's own route (a WHEP viewer) judges its own requests: a viewer presents the token as a bearer, or needs none.
+        if r.path.hasPrefix("/whep/"), let web,
+           let answer = web.answer(.init(method: r.method, path: r.path, headers: r.headers, body: r.body)) {
+            return .full(status: answer.status, contentType: answer.headers["Content-Type"] ?? "text/plain; charset=utf-8", body: answer.body,
+                         headers: answer.headers.filter { $0.key != "Content-Type" })
+        }
         if remote && !authorized { return .text(401, "401: this page needs its token (?token=...)\n") }
         switch (r.method, r.path) {
         case ("GET", "/"), ("HEAD", "/"):

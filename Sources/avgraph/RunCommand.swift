@@ -77,7 +77,16 @@ struct RunCommand: ParsableCommand {
                                             valueName: "name"))
     var httpHost: [String] = []
 
+    @Option(name: .customLong("webrtc-udp"), help: ArgumentHelp("The UDP port for every WebRTC viewer's media (whep sinks); default: one the system picks.",
+                                                                valueName: "port"))
+    var webrtcUdp: Int?
+
+    @Option(name: .customLong("webrtc-host"), help: ArgumentHelp("An address (or name) WebRTC viewers are told to send to, HOST or HOST:PORT (repeatable): a server behind NAT gives its public one; default: the --http address.",
+                                                                 valueName: "host"))
+    var webrtcHost: [String] = []
+
     func validate() throws {
+        if let webrtcUdp, !(0...65535).contains(webrtcUdp) { throw ValidationError("--webrtc-udp is a port, 0 to 65535") }
         if realtime && offline { throw ValidationError("--realtime and --offline exclude each other") }
         if let duration, ValueSyntax.duration(duration) == nil {
             throw ValidationError("--duration takes a duration like 10s or 500ms, got '\(duration)'")
@@ -180,6 +189,13 @@ struct RunCommand: ParsableCommand {
                 throw ExitCode(1)
             }
             servers.append(server)
+            run.web.configure { [webrtcUdp, webrtcHost] in
+                $0.httpHost = address.host == "localhost" ? "127.0.0.1" : address.host
+                $0.httpPort = Int(server.address.port)
+                $0.token = api.token
+                $0.udpPort = webrtcUdp ?? 0
+                $0.advertise = webrtcHost
+            }
             // Off loopback the page needs its token: a generated one is said once, here, to whoever started the run.
             let suffix = address.isLoopback || given != nil ? "" : "?token=\(api.token)"
             // The first --http-host is the name the operator serves the page under (and its certificate's).

@@ -89,6 +89,8 @@ public struct NodeSetup: Sendable {
     public var orientationCarried: [Bool] = []
     /// The running pipeline's name (a `socket` source names its default socket after it); empty in a harness.
     public var pipelineName = ""
+    /// What the run serves over `--http` besides its page (a `whep` sink's route); nil in a harness.
+    public var web: WebEndpoints?
 
     public init(name: String, options: OptionValues, inputs: [Negotiation.Input], outputs: [StreamFormat], baseDirectory: String,
                 realtime: Bool, duration: Double?, consumersStandUpright: [Bool] = []) {

@@ -61,7 +61,7 @@ extension EncodedStream {
 
     /// This stream described by another configuration record (parameter sets of two encoders in one).
     public func replacingExtradata(_ bytes: [UInt8]) throws -> EncodedStream {
-        let copy = EncodedStream(copying: parameters, timeBase: timeBase, kind: kind, uplink: uplink, orientation: orientation)
+        let copy = EncodedStream(copying: parameters, timeBase: timeBase, kind: kind, uplink: uplink, orientation: orientation, keyframes: keyframes)
         av_free(copy.parameters.pointee.extradata)
         copy.parameters.pointee.extradata = nil
         copy.parameters.pointee.extradata_size = 0
@@ -74,7 +74,7 @@ extension EncodedStream {
 
     /// This stream with its pictures stored the way `orientation` says.
     public func replacingOrientation(_ orientation: Orientation) -> EncodedStream {
-        EncodedStream(copying: parameters, timeBase: timeBase, kind: kind, uplink: uplink, orientation: orientation)
+        EncodedStream(copying: parameters, timeBase: timeBase, kind: kind, uplink: uplink, orientation: orientation, keyframes: keyframes)
     }
 }
 

@@ -9,27 +9,31 @@ public final class EncodedStream: @unchecked Sendable {
     public let kind: MediaKind
     /// Set by an encoder that adapts its bitrate: the live sinks its packets reach report their uplink here.
     public let uplink: UplinkFeedback?
+    /// Set by an encoder that makes a keyframe when asked: sinks with viewers that join or lose a picture ask here.
+    public let keyframes: KeyframeRequests?
     /// How the pictures are stored (a passthrough encoder's first picture's tag): a container
     /// that can writes it as the track's display matrix; the others leave it out.
     public let orientation: Orientation
 
-    public init(copying context: UnsafePointer<AVCodecContext>, kind: MediaKind, uplink: UplinkFeedback? = nil) {
+    public init(copying context: UnsafePointer<AVCodecContext>, kind: MediaKind, uplink: UplinkFeedback? = nil, keyframes: KeyframeRequests? = nil) {
         parameters = avcodec_parameters_alloc()
         avcodec_parameters_from_context(parameters, context)
         timeBase = Rational(context.pointee.time_base)
         self.kind = kind
         self.uplink = uplink
+        self.keyframes = keyframes
         orientation = .up
     }
 
     public init(copying parameters: UnsafePointer<AVCodecParameters>, timeBase: Rational, kind: MediaKind, uplink: UplinkFeedback? = nil,
-                orientation: Orientation = .up) {
+                orientation: Orientation = .up, keyframes: KeyframeRequests? = nil) {
         self.parameters = avcodec_parameters_alloc()
         avcodec_parameters_copy(self.parameters, parameters)
         self.timeBase = timeBase
         self.kind = kind
         self.uplink = uplink
         self.orientation = orientation
+        self.keyframes = keyframes
     }
 
     deinit {

@@ -86,6 +86,8 @@ public final class PipelineRun: OutletHost, Sendable {
     public let pipeline: CheckedPipeline
     public let events: EventLog
     public let realtime: Bool
+    /// Routes and settings for what the run serves over `--http` besides its page (WHEP).
+    public let web = WebEndpoints()
     public let duration: Double?
     let memory: MemoryBudget
     private let built = Mutex<[NodeRunner]>([])
@@ -162,6 +164,7 @@ public final class PipelineRun: OutletHost, Sendable {
                         return !consumers.isEmpty && consumers.allSatisfy { $0.type.standsUpright }
                     })
                 setup.pipelineName = pipeline.settings.name
+                setup.web = web
                 setup.pixelsOnRequest = n.outputs.indices.map { pipeline.pixelsOnRequest(node: n.name, output: $0) }
                 setup.samplesOnRequest = n.outputs.indices.map { pipeline.samplesOnRequest(node: n.name, output: $0) }
                 setup.orientationCarried = n.outputs.indices.map { pipeline.orientationCarried(node: n.name, output: $0) }

@@ -86,6 +86,8 @@ public final class H264Node: Filter, Node {
     /// `adaptive`: the bitrate the live sinks downstream can carry, from what they report.
     private var adaptive: AdaptiveBitrate?
     private let uplink: UplinkFeedback?
+    /// WebRTC viewers (`whep`) ask for keyframes here.
+    private let keyframeRequests = KeyframeRequests()
     private var lastAdapted = -Double.infinity
     /// `keyframes: fixed`: frames between forced keyframes, and the pts of the next one.
     private let fixedGop: Int64?
@@ -129,7 +131,7 @@ public final class H264Node: Filter, Node {
         } else {
             encoder = try Self.openEncoder(setup, parameterSetID: nil)
         }
-        stream = EncodedStream(copying: encoder.context, kind: .encodedVideo, uplink: uplink)
+        stream = EncodedStream(copying: encoder.context, kind: .encodedVideo, uplink: uplink, keyframes: keyframeRequests)
     }
 
     /// Passthrough: the id our SPS and PPS take, beside a phone's (which number theirs 0); taken
@@ -271,6 +273,7 @@ public final class H264Node: Filter, Node {
         }
         let picture = try PictureEncoding.fitted(shown, for: frame, width: width, height: height, format: pictureFormat, converter: &converter)
         picture.av.pointee.pts = pts
+        if keyframeRequests.take() { restart = true }
         picture.av.pointee.pict_type = forcesKeyframe(at: pts) || restart ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         if out.realtime, let t = frame.emittedAt { emittedAt[pts] = t }
         adapt(out)
@@ -306,7 +309,7 @@ public final class H264Node: Filter, Node {
             }
             encoder = try Self.openEncoder(setup, parameterSetID: parameterSetID, size: (frame.width, frame.height))
             (width, height) = (Int32(frame.width), Int32(frame.height))
-            stream = EncodedStream(copying: encoder.context, kind: .encodedVideo, uplink: uplink)
+            stream = EncodedStream(copying: encoder.context, kind: .encodedVideo, uplink: uplink, keyframes: keyframeRequests)
             guard let reopened = AvcConfiguration(annexB: stream.extradata) else { return refuse("x264 gave no parameter sets") }
             ours = reopened
         }
@@ -398,6 +401,7 @@ public final class H264Node: Filter, Node {
             if packet.pointee.duration <= 0 { packet.pointee.duration = 1 }
             if let t = emittedAt.removeValue(forKey: packet.pointee.pts) { record(latency: out.clock - t) }
             let encoded = Packet(owning: packet, stream: stream)
+            if encoded.isKeyframe { keyframeRequests.keyframeMade() }
             inX264 = max(0, inX264 - 1)
             // Passthrough reads x264's picture twice (its frame_num, its NAL units): one copy of it.
             let annexB = skipped != nil || nalLengthSize != nil ? encoded.bytes : []

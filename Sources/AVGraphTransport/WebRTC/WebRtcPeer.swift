@@ -39,9 +39,13 @@ package final class WebRtcPeer {
     package private(set) var nominated: Address?
     package private(set) var connected = false
 
-    package init(answer: WebRtcAnswer, local: WebRtcAnswer.Local, certificate: DtlsCertificate) throws {
+    package convenience init(answer: WebRtcAnswer, local: WebRtcAnswer.Local, certificate: DtlsCertificate) throws {
+        try self.init(remoteFingerprint: answer.remoteFingerprint, role: answer.dtlsRole, local: local, certificate: certificate)
+    }
+
+    package init(remoteFingerprint: String, role: DtlsSession.Role, local: WebRtcAnswer.Local, certificate: DtlsCertificate) throws {
         ice = IceLiteResponder(localUfrag: local.ufrag, localPassword: local.password)
-        dtls = try DtlsSession(certificate: certificate, remoteFingerprint: answer.remoteFingerprint, role: answer.dtlsRole)
+        dtls = try DtlsSession(certificate: certificate, remoteFingerprint: remoteFingerprint, role: role)
     }
 
     package func receive(_ datagram: [UInt8], from source: Address) -> [Event] {

@@ -40,6 +40,12 @@ enum WebRtcUdpSocket {
         return (fd, UdpPeer(actual)?.portNumber ?? port)
     }
 
+    /// Room for a burst to many viewers (a keyframe each) before the kernel refuses a datagram.
+    static func enlargeSendBuffer(_ fd: Int32) {
+        var size: Int32 = 8 << 20
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     /// What an unspecified bind answers as: loopback and this machine's other IPv4 addresses.
     static func localAddresses(_ host: String) -> [String] {
         guard host == "0.0.0.0" || host == "::" || host.isEmpty else { return [host] }
