@@ -6,6 +6,8 @@ final class BackgroundRun: @unchecked Sendable {
     let process = Process()
     private let lock = NSLock()
     private var lines: [String] = []
+    /// When each line arrived (seconds since 1970), beside it.
+    private var arrivals: [Double] = []
     private var partial = Data()
     private var errData = Data()
     let started = Date()
@@ -34,6 +36,7 @@ final class BackgroundRun: @unchecked Sendable {
         partial.append(d)
         while let nl = partial.firstIndex(of: 10) {
             lines.append(String(decoding: partial[partial.startIndex..<nl], as: UTF8.self))
+            arrivals.append(Date().timeIntervalSince1970)
             partial.removeSubrange(partial.startIndex...nl)
         }
     }
@@ -42,6 +45,16 @@ final class BackgroundRun: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    /// When the first event matching `match` arrived, seconds since 1970 (the wallclock a test compares with).
+    func arrival(of match: ([String: Any]) -> Bool) -> Double? {
+        lock.lock()
+        defer { lock.unlock() }
+        for (line, at) in zip(lines, arrivals) {
+            if let e = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], match(e) { return at }
+        }
+        return nil
     }
 
     var stderr: String { lock.lock(); defer { lock.unlock() }; return String(decoding: errData, as: UTF8.self) }

@@ -108,9 +108,12 @@ package struct WhepAnswer: Sendable {
     private static func section(_ m: MediaDescription, mid: String, pt: UInt8?, out: Outgoing?, local: WebRtcAnswer.Local, setup: String, stream: String) -> [String] {
         let port = local.candidates.first?.port ?? 9
         guard let pt, let out else {
-            let any = m.formats.first.map(String.init) ?? "0"
-            return ["m=\(m.kind) 0 \(m.proto) \(any)", "c=IN IP4 0.0.0.0", "a=mid:\(mid)", "a=inactive", "a=rtcp-mux",
+            // A dynamic payload type needs its rtpmap even in a section that carries nothing (RFC 8866).
+            let any = m.formats.first
+            let rtpmap = any.flatMap { pt in m.attributes.first { $0.name == "rtpmap" && $0.value?.hasPrefix("\(pt) ") == true }?.value }
+            return ["m=\(m.kind) 0 \(m.proto) \(any.map(String.init) ?? "0")", "c=IN IP4 0.0.0.0", "a=mid:\(mid)", "a=inactive", "a=rtcp-mux",
                     "a=ice-ufrag:\(local.ufrag)", "a=ice-pwd:\(local.password)", "a=fingerprint:sha-256 \(local.fingerprint)", "a=setup:\(setup)"]
+                + (rtpmap.map { ["a=rtpmap:\($0)"] } ?? [])
         }
         var lines = ["m=\(m.kind) \(port) \(m.proto) \(pt)", "c=IN IP4 0.0.0.0", "a=mid:\(mid)", "a=sendonly", "a=rtcp-mux",
                      "a=ice-ufrag:\(local.ufrag)", "a=ice-pwd:\(local.password)", "a=fingerprint:sha-256 \(local.fingerprint)", "a=setup:\(setup)",
