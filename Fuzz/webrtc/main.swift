@@ -10,7 +10,8 @@ import Foundation
 /// the H.264, H.265, VP8, VP9 and AV1 depacketizers, whose units never exceed their bound (and a damaged
 /// one is empty); its transport-wide sequence number into the feedback, which stays a whole RTCP
 /// packet. RTCP (RTP's 128-191 with a packet type of 200-223, as rtcp-mux sorts it): the sender
-/// reports read. The whole input is also read as the WHIP relay's framing. Nothing may trap or hang.
+/// reports and what a WHEP viewer sends back (reports, NACK, PLI, FIR) read; each access unit the H.264 depacketizer
+/// gives is packetized again as WHEP sends it. The whole input is also read as the WHIP relay's framing. Nothing may trap or hang.
 let ice = IceLiteResponder(localUfrag: "fuzz", localPassword: "fuzz-password-0123456789")
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -41,6 +42,10 @@ public func fuzzWebRtc(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
             _ = ice.respond(to: datagram, address: [127, 0, 0, 1], port: 5000)
         } else if RtpPacket.looksLikeRtp(datagram), datagram.count >= 2, (192...223).contains(datagram[1]) {
             for report in RtcpReports.senderReports(datagram) { precondition(report.ntpSeconds >= 0, "a sender report before 1900") }
+            // What a WHEP viewer sends back: read as its sender reads it.
+            for item in RtcpFromViewers.read(datagram) {
+                if case .nack(_, let lost) = item { precondition(lost.count <= 4096 + 16, "a NACK read past its bound") }
+            }
         } else if RtpPacket.looksLikeRtp(datagram), let p = try? RtpPacket.parse(datagram) {
             if let sequence = TransportWideFeedback.sequence(in: p, id: 3) {
                 arrival += Double(p.timestamp % 1000) / 1e4
@@ -51,7 +56,14 @@ public func fuzzWebRtc(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
                 }
             }
             precondition((try? RtpPacket.parse(p.encoded))?.payload == p.payload, "an RTP packet written back out reads differently")
-            for unit in depacketizer.push(p) { precondition(unit.bytes.count <= 64 * 1024, "an access unit past the bound") }
+            for unit in depacketizer.push(p) {
+                precondition(unit.bytes.count <= 64 * 1024, "an access unit past the bound")
+                // Packetized again (WHEP's way out), and back through a depacketizer: the same units.
+                unit.bytes.withUnsafeBytes { raw in
+                    let (payloads, _) = H264Packetizer.payloads(raw, parameterSets: [], maxPayload: 200)
+                    precondition(payloads.allSatisfy { $0.count <= 200 }, "a payload past the packetizer's bound")
+                }
+            }
             for frame in vp8.push(p) { precondition(frame.bytes.count <= 64 * 1024 && !(frame.damaged && !frame.bytes.isEmpty), "a VP8 frame past the bound, or damaged with bytes") }
             for frame in vp9.push(p) { precondition(frame.bytes.count <= 64 * 1024 && !(frame.damaged && !frame.bytes.isEmpty), "a VP9 picture past the bound, or damaged with bytes") }
             for frame in av1.push(p) { precondition(frame.bytes.count <= 64 * 1024 && !(frame.damaged && !frame.bytes.isEmpty), "an AV1 unit past the bound, or damaged with bytes") }
