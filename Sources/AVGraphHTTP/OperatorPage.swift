@@ -33,7 +33,8 @@ __FAVICON__
   .option input { font: inherit; background: #15171a; color: #e8e8e8; border: 1px solid #3b4452; border-radius: .3em; padding: .25em .4em; }
   #warnings { margin: 0; padding-left: 1.2em; max-height: 12em; overflow: auto; color: #f0b060; }
   #graph text { fill: #e8e8e8; font-size: 12px; } #graph rect { fill: #2c3139; stroke: #6a7585; rx: 4; }
-  #graph line { stroke: #6a7585; stroke-width: 1.5; } #graph .edge-label { fill: #9ab; font-size: 10px; }
+  #graph polyline.edge { fill: none; stroke: #6a7585; stroke-width: 1.5; } #graph polyline.edge.dropping { stroke: #b55; }
+  #graph .arrow { fill: #6a7585; } #graph .edge-label { fill: #9ab; font-size: 10px; }
   #graph .dropping { fill: #f66; }
   #links { border-collapse: collapse; } #links th, #links td { padding: .15em .6em; text-align: right; } #links th:first-child, #links td:first-child { text-align: left; }
   #links tr.silent td { color: #f0b060; }
@@ -207,34 +208,231 @@ function controls(g) {
   }
 }
 
-function drawGraph(g) {
-  const depth = {};
-  const inputs = (name) => g.edges.filter((e) => e.to === name).map((e) => e.from);
-  const d = (name, seen = 0) => depth[name] ?? (depth[name] = seen > 64 ? 0 : Math.max(-1, ...inputs(name).map((i) => d(i, seen + 1))) + 1);
-  g.nodes.forEach((n) => d(n.name));
-  const columns = {};
-  g.nodes.forEach((n) => (columns[depth[n.name]] ??= []).push(n.name));
-  // Top to bottom, a row per depth: a phone pipeline is deep and narrow.
-  const pos = {}, w = 150, h = 26, dx = 175, dy = 52;
-  Object.entries(columns).forEach(([r, names]) => names.forEach((name, i) => (pos[name] = { x: 10 + i * dx, y: 10 + r * dy })));
-  const across = Math.max(...Object.values(columns).map((c) => c.length));
-  const svg = $("graph");
-  svg.setAttribute("height", 20 + Object.keys(columns).length * dy);
-  svg.setAttribute("viewBox", `0 0 ${20 + across * dx} ${20 + Object.keys(columns).length * dy}`);
-  let out = "";
-  for (const e of g.edges) {
-    const a = pos[e.from], b = pos[e.to];
-    if (!a || !b) continue;
-    out += `<line x1="${a.x + w / 2}" y1="${a.y + h}" x2="${b.x + w / 2}" y2="${b.y}"/>`;
-    const label = (e.rate !== undefined ? e.rate + "/s" : "") + (e.dropped ? " drop " + e.dropped : "");
-    out += `<text class="edge-label${e.dropped ? " dropping" : ""}" x="${(a.x + b.x + w) / 2 + 4}" y="${(a.y + h + b.y) / 2 + 4}">${label}</text>`;
+// The graph's drawing, layered (Sugiyama): a layer per longest path from the sources (sources on
+// top), a dummy point per layer a long edge passes so it bends between nodes, never through one;
+// each layer's order from barycenter sweeps down and up with adjacent swaps, keeping the order
+// that crosses fewest edges; boxes sized to their text; each rate label beside its own edge where
+// it covers no other label and no box. Only these functions and the svg#graph are the drawing's.
+const graphStyle = { h: 26, gap: 28, band: 44, margin: 10, pad: 8 };
+
+function graphLayers(g) {
+  const layer = {}, inputs = {};
+  g.nodes.forEach((n) => (inputs[n.name] = []));
+  g.edges.forEach((e) => inputs[e.to] && inputs[e.from] && inputs[e.to].push(e.from));
+  const visit = (name, seen) => layer[name] ?? (layer[name] = seen > 64 ? 0 : Math.max(-1, ...inputs[name].map((i) => visit(i, seen + 1))) + 1);
+  g.nodes.forEach((n) => visit(n.name, 0));
+  return layer;
+}
+
+// Crossings between two adjacent layers' edges ([upper index, lower index] pairs).
+function graphCrossings(pairs) {
+  let n = 0;
+  for (let i = 0; i < pairs.length; i++)
+    for (let j = i + 1; j < pairs.length; j++)
+      if ((pairs[i][0] - pairs[j][0]) * (pairs[i][1] - pairs[j][1]) < 0) n++;
+  return n;
+}
+
+// The order of every layer's nodes (real and dummy) with the fewest crossings the sweeps find.
+function graphOrder(rows, up, down) {
+  const index = () => { const at = {}; rows.forEach((r) => r.forEach((v, i) => (at[v] = i))); return at; };
+  const between = (k, at) => graphCrossings(rows[k].flatMap((v) => down[v].map((w) => [at[v], at[w]])));
+  const total = () => { const at = index(); let n = 0; for (let k = 0; k + 1 < rows.length; k++) n += between(k, at); return n; };
+  const sortBy = (k, near) => {
+    const at = index();
+    const key = new Map(rows[k].map((v, i) => [v, near[v].length ? near[v].reduce((s, w) => s + at[w], 0) / near[v].length : i]));
+    rows[k] = rows[k].map((v, i) => [v, i]).sort((a, b) => key.get(a[0]) - key.get(b[0]) || a[1] - b[1]).map((p) => p[0]);
+  };
+  // Swaps two neighbours where that crosses fewer edges (only the layers above and below count).
+  const near = (k) => { const at = index(); return (k > 0 ? between(k - 1, at) : 0) + (k + 1 < rows.length ? between(k, at) : 0); };
+  const transpose = () => {
+    for (let better = true, rounds = 0; better && rounds < 6; rounds++) {
+      better = false;
+      for (let k = 0; k < rows.length; k++)
+        for (let i = 0; i + 1 < rows[k].length; i++) {
+          const before = near(k);
+          [rows[k][i], rows[k][i + 1]] = [rows[k][i + 1], rows[k][i]];
+          if (near(k) < before) better = true; else [rows[k][i], rows[k][i + 1]] = [rows[k][i + 1], rows[k][i]];
+        }
+    }
+  };
+  let best = rows.map((r) => r.slice()), fewest = total();
+  const keep = () => { const n = total(); if (n < fewest) { fewest = n; best = rows.map((r) => r.slice()); } };
+  for (let sweep = 0; sweep < 8 && fewest > 0; sweep++) {
+    for (let k = 1; k < rows.length; k++) sortBy(k, up);
+    transpose(); keep();
+    for (let k = rows.length - 2; k >= 0; k--) sortBy(k, down);
+    transpose(); keep();
   }
+  return { rows: best, crossings: fewest };
+}
+
+// x of every node's left side: each layer pulled toward its neighbours' centres, in order, apart.
+function graphColumns(rows, up, down, width) {
+  const gap = graphStyle.gap, x = {};
+  rows.forEach((r) => { let at = 0; for (const v of r) { x[v] = at; at += width[v] + gap; } });
+  const centre = (v) => x[v] + width[v] / 2;
+  const place = (r, near) => {
+    const want = r.map((v) => near[v].length ? near[v].reduce((s, w) => s + centre(w), 0) / near[v].length - width[v] / 2 : x[v]);
+    const left = [], right = [];
+    r.forEach((v, i) => (left[i] = i ? Math.max(want[i], left[i - 1] + width[r[i - 1]] + gap) : want[i]));
+    for (let i = r.length - 1; i >= 0; i--) right[i] = i < r.length - 1 ? Math.min(want[i], right[i + 1] - width[r[i]] - gap) : want[i];
+    r.forEach((v, i) => (x[v] = (left[i] + right[i]) / 2));
+  };
+  for (let pass = 0; pass < 6; pass++) {
+    for (let k = 1; k < rows.length; k++) place(rows[k], up);
+    for (let k = rows.length - 2; k >= 0; k--) place(rows[k], down);
+  }
+  const least = Math.min(...Object.values(x));
+  for (const k in x) x[k] -= least;
+  return x;
+}
+
+// Text sizes by class and text: a redraw every 3 s measures only labels it has not seen.
+const graphTextSizes = new Map();
+function graphMeasure(svg, text, cls) {
+  const key = (cls || "") + "\n" + text;
+  if (graphTextSizes.has(key)) return graphTextSizes.get(key);
+  const t = document.createElementNS("http://www.w3.org/2000/svg", "text");
+  if (cls) t.setAttribute("class", cls);
+  t.textContent = text;
+  svg.appendChild(t);
+  const b = t.getBBox();
+  t.remove();
+  if (!b.width) return { dx: 0, dy: 10, w: text.length * 7, h: 14 };
+  if (graphTextSizes.size > 2000) graphTextSizes.clear();
+  graphTextSizes.set(key, { dx: -b.x, dy: -b.y, w: b.width, h: b.height });
+  return graphTextSizes.get(key);
+}
+
+function graphEdgeLabel(e) {
+  return (e.rate !== undefined ? e.rate + "/s" : "") + (e.dropped ? " drop " + e.dropped : "");
+}
+
+const graphOverlap = (a, b, room) => a.x < b.x + b.w + room && b.x < a.x + a.w + room && a.y < b.y + b.h + room && b.y < a.y + a.h + room;
+
+function graphSegmentMeetsBox(p, q, b) {
+  const inside = (s) => s.x >= b.x && s.x <= b.x + b.w && s.y >= b.y && s.y <= b.y + b.h;
+  if (inside(p) || inside(q)) return true;
+  const side = (a, c, d) => Math.sign((c.x - a.x) * (d.y - a.y) - (c.y - a.y) * (d.x - a.x));
+  const cross = (a, c, d, f) => side(a, c, d) * side(a, c, f) < 0 && side(d, f, a) * side(d, f, c) < 0;
+  const k = [{ x: b.x, y: b.y }, { x: b.x + b.w, y: b.y }, { x: b.x + b.w, y: b.y + b.h }, { x: b.x, y: b.y + b.h }];
+  return k.some((c, i) => cross(p, q, c, k[(i + 1) % 4]));
+}
+
+// Where everything goes, with `band` the height between two layers.
+function graphLayout(g, svg, band) {
+  const s = graphStyle, layer = graphLayers(g);
+  const rows = [], up = {}, down = {}, width = {}, text = {};
+  const add = (v, k, w) => { (rows[k] ??= []).push(v); up[v] = []; down[v] = []; width[v] = w; };
   for (const n of g.nodes) {
-    const p = pos[n.name];
-    out += `<g class="node" data-node="${n.name}"><rect x="${p.x}" y="${p.y}" width="${w}" height="${h}"/>` +
-           `<text x="${p.x + 8}" y="${p.y + 17}">${n.name} · ${n.type}</text></g>`;
+    text[n.name] = graphMeasure(svg, n.name + " · " + n.type);
+    add(n.name, layer[n.name], Math.ceil(text[n.name].w) + 2 * s.pad);
   }
-  svg.innerHTML = out;
+  for (let k = 0; k < rows.length; k++) rows[k] ??= [];
+  // An edge as the chain of points it passes: its source, a dummy per layer between, its target
+  // (a pipeline has no cycle: an edge that would go up has no chain and is not drawn).
+  const chains = g.edges.map((e, i) => {
+    if (!(e.from in layer) || !(e.to in layer) || layer[e.to] <= layer[e.from]) return null;
+    const chain = [e.from];
+    for (let k = layer[e.from] + 1; k < layer[e.to]; k++) { const v = "\u0000" + i + "@" + k; add(v, k, 0); chain.push(v); }
+    chain.push(e.to);
+    chain.slice(1).forEach((v, j) => { down[chain[j]].push(v); up[v].push(chain[j]); });
+    return chain;
+  });
+  // The order and the columns depend on the nodes, the edges and the names' widths only: a redraw
+  // with new rates reuses them.
+  const shape = JSON.stringify([rows, g.edges.map((e) => [e.from, e.to]), width]);
+  if (graphLayout.last?.shape !== shape) {
+    const order = graphOrder(rows, up, down);
+    graphLayout.last = { shape, order, x: graphColumns(order.rows, up, down, width) };
+  }
+  const { order, x } = graphLayout.last;
+  const top = (k) => s.margin + k * (s.h + band);
+  // Ports: a node's edges leave its bottom and enter its top spread out, in the order of their other ends.
+  const port = {};
+  const spread = (v, ends, key) => {
+    const sorted = ends.map((c, i) => [c, i]).sort((a, b) => a[0].at - b[0].at || a[1] - b[1]);
+    sorted.forEach(([c], i) => (port[key(c)] = x[v] + (width[v] ? width[v] * (i + 1) / (sorted.length + 1) : 0)));
+  };
+  const centre = (v) => x[v] + width[v] / 2;
+  const outs = {}, ins = {};
+  chains.forEach((c, i) => { if (!c) return;
+    (outs[c[0]] ??= []).push({ edge: i, at: centre(c[1]) });
+    (ins[c[c.length - 1]] ??= []).push({ edge: i, at: centre(c[c.length - 2]) }); });
+  for (const v in outs) spread(v, outs[v], (c) => "out" + c.edge);
+  for (const v in ins) spread(v, ins[v], (c) => "in" + c.edge);
+  const edges = chains.map((c, i) => {
+    if (!c) return null;
+    const points = [{ x: port["out" + i], y: top(layer[c[0]]) + s.h }];
+    c.slice(1, -1).forEach((v, j) => { const k = layer[c[0]] + 1 + j; points.push({ x: x[v], y: top(k) }, { x: x[v], y: top(k) + s.h }); });
+    points.push({ x: port["in" + i], y: top(layer[c[c.length - 1]]) });
+    return { edge: g.edges[i], index: i, points };
+  });
+  const boxes = g.nodes.map((n) => ({ node: n, x: s.margin + x[n.name], y: top(layer[n.name]), w: width[n.name], h: s.h, text: text[n.name] }));
+  for (const e of edges) if (e) for (const p of e.points) p.x += s.margin;
+  // Labels: the first place along the edge (middles first, right side first) that covers no box
+  // and no label placed before; among those, the one fewest edges run through.
+  const labels = [], segments = edges.filter(Boolean).flatMap((e) => e.points.slice(1).map((q, j) => [e.points[j], q]));
+  let unplaced = 0;
+  for (const e of edges) {
+    const words = e && graphEdgeLabel(e.edge);
+    if (!words) continue;
+    const m = graphMeasure(svg, words, "edge-label");
+    let best = null;
+    for (let j = 0; j + 1 < e.points.length; j++)
+      for (const t of [0.5, 0.35, 0.65, 0.2, 0.8])
+        for (const side of [1, -1]) {
+          const p = e.points[j], q = e.points[j + 1], at = { x: p.x + (q.x - p.x) * t, y: p.y + (q.y - p.y) * t };
+          // Far enough aside that a slanted line passes the label's corners too.
+          const off = 4 + Math.abs((q.x - p.x) / (q.y - p.y || 1)) * m.h / 2;
+          const b = { x: side > 0 ? at.x + off : at.x - off - m.w, y: at.y - m.h / 2, w: m.w, h: m.h };
+          const hard = boxes.filter((o) => graphOverlap(b, o, 2)).length + labels.filter((o) => graphOverlap(b, o, 2)).length;
+          if (hard && best && best.score < 1000) continue;
+          const score = hard * 1000 + segments.filter(([u, w]) => graphSegmentMeetsBox(u, w, b)).length * 10 + (j ? 1 : 0);
+          if (!best || score < best.score) best = { ...b, score, words, m, edge: e };
+        }
+    if (best.score >= 1000) unplaced++;
+    labels.push(best);
+  }
+  return { boxes, edges, labels, unplaced, crossings: order.crossings };
+}
+
+function drawGraph(g) {
+  const svg = $("graph"), s = graphStyle;
+  svg.replaceChildren();
+  if (!g.nodes.length) return;
+  // A label with no room makes the bands between layers taller, up to a point.
+  let L;
+  for (let band = s.band; ; band += 14) { L = graphLayout(g, svg, band); if (!L.unplaced || band > s.band + 14 * 6) break; }
+  const all = [...L.boxes, ...L.labels];
+  const wide = Math.max(...all.map((b) => b.x + b.w)) + s.margin, high = Math.max(...all.map((b) => b.y + b.h)) + s.margin;
+  const shift = Math.min(0, ...L.labels.map((b) => b.x - s.margin));
+  svg.setAttribute("height", high);
+  svg.setAttribute("viewBox", `${shift} 0 ${wide - shift} ${high}`);
+  svg.setAttribute("preserveAspectRatio", "xMinYMin meet");
+  const make = (tag, attributes, text) => {
+    const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [k, v] of Object.entries(attributes)) el.setAttribute(k, v);
+    if (text !== undefined) el.textContent = text;
+    return el;
+  };
+  const defs = make("defs", {}), arrow = make("marker", { id: "graph-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" });
+  arrow.appendChild(make("path", { d: "M0,0 L8,4 L0,8 z", class: "arrow" }));
+  defs.appendChild(arrow);
+  svg.appendChild(defs);
+  for (const e of L.edges) if (e)
+    svg.appendChild(make("polyline", { class: "edge" + (e.edge.dropped ? " dropping" : ""), "data-from": e.edge.from, "data-to": e.edge.to, "data-edge": e.index,
+                                       points: e.points.map((p) => p.x.toFixed(1) + "," + p.y.toFixed(1)).join(" "), "marker-end": "url(#graph-arrow)" }));
+  for (const n of L.boxes) {
+    const box = make("g", { class: "node", "data-node": n.node.name });
+    box.appendChild(make("rect", { x: n.x, y: n.y, width: n.w, height: n.h }));
+    box.appendChild(make("text", { x: n.x + s.pad + n.text.dx, y: n.y + (n.h - n.text.h) / 2 + n.text.dy }, n.node.name + " · " + n.node.type));
+    svg.appendChild(box);
+  }
+  for (const b of L.labels)
+    svg.appendChild(make("text", { class: "edge-label" + (b.edge.edge.dropped ? " dropping" : ""), "data-edge": b.edge.index, x: b.x + b.m.dx, y: b.y + b.m.dy }, b.words));
+  svg.dataset.crossings = L.crossings;
 }
 
 async function loadGraph(first) {

@@ -92,13 +92,20 @@ finally:
 print(json.dumps(out))
 """#
 
-    func testPageInChromiumShowsAndSteersTheLivePipeAndTheRecordingAgrees() throws {
-        let dir = CLI.scratch()
+    /// pipelines/live.pipe running for `duration` with its page on a free loopback port and its
+    /// control socket in `dir`, recording to `recording`; returned once it has started.
+    func startLivePage(_ dir: String, duration: String, recording: String) throws -> (run: BackgroundRun, port: Int) {
         let port = try LoopbackPort.free()
-        let recording = dir + "/live.mp4"
-        let run = try BackgroundRun(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http", "127.0.0.1:\(port)", "--duration", "16s",
+        let run = try BackgroundRun(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http", "127.0.0.1:\(port)", "--duration", duration,
                                      "--events", "json", "--control", dir + "/ctl.sock", "--set", "out.path=\(recording)"])
         XCTAssertNotNil(run.waitFor { $0["event"] as? String == "start" }, run.stderr)
+        return (run, port)
+    }
+
+    func testPageInChromiumShowsAndSteersTheLivePipeAndTheRecordingAgrees() throws {
+        let dir = CLI.scratch()
+        let recording = dir + "/live.mp4"
+        let (run, port) = try startLivePage(dir, duration: "16s", recording: recording)
         XCTAssertTrue(run.stderr.contains("operator page: http://127.0.0.1:\(port)/"), run.stderr)
         // AVGRAPH_SCREENSHOTS=1 writes the README's picture; otherwise it stays in the scratch folder.
         let shot = ProcessInfo.processInfo.environment["AVGRAPH_SCREENSHOTS"] == "1" ? CLI.packageRoot + "/docs/operator-page.png" : dir + "/operator-page.png"
@@ -141,6 +148,80 @@ print(json.dumps(out))
         let dropped = (stats?["dropped_by_kind"] as? [String: Any])?["video"] as? Int ?? 0
         XCTAssertLessThan(zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 1, Double(dropped + 1) / 30 + 0.01,
                           "no hole where the pause was (\(dropped) pictures dropped)")
+    }
+
+    /// The graph as a person reads it, measured in chromium from what the page drew (each box's,
+    /// label's and edge's own geometry, getBBox and the polylines' points): sources on top, every
+    /// edge going down, no box over a box, no label over a label, a box or a line, each label beside
+    /// its own edge, no edge through a box, and no two edges crossing. live.pipe's picture chain and
+    /// its sound tree meet only at `out`, so a layering without a crossing exists: 0 is the least
+    /// and what the page must draw (the drawing before the layered one crossed 4 times). Measured
+    /// twice, a redraw apart, as the rates and drop counts in the labels change their widths.
+    func testTheGraphIsLayeredWithoutCrossingsOrCoveredLabels() throws {
+        let dir = CLI.scratch()
+        let (run, port) = try startLivePage(dir, duration: "12s", recording: dir + "/layered.mp4")
+        let seen = try XCTUnwrap(PythonWitness.run(Self.chromium + #"""
+        GEOMETRY = r"""
+        const svg = document.getElementById('graph');
+        const box = (e) => { const b = e.getBBox(); return { x: b.x, y: b.y, w: b.width, h: b.height }; };
+        const meet = (a, b) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+        const nodes = [...svg.querySelectorAll('g.node')].map((g) => ({ name: g.dataset.node, ...box(g.querySelector('rect')), text: box(g.querySelector('text')) }));
+        const labels = [...svg.querySelectorAll('.edge-label')].map((t) => ({ name: t.textContent, edge: t.dataset.edge, ...box(t) }));
+        const edges = [...svg.querySelectorAll('polyline.edge')].map((l) => ({ from: l.dataset.from, to: l.dataset.to, edge: l.dataset.edge, points: [...l.points].map((p) => [p.x, p.y]) }));
+        const pairs = (list, f) => list.flatMap((a, i) => list.slice(i + 1).filter((b) => f(a, b)).map((b) => [a.name, b.name]));
+        const segments = (e) => e.points.slice(1).map((q, i) => [e.points[i], q]);
+        const side = (a, b, c) => Math.sign((b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0]));
+        const cross = ([p, q], [r, s]) => side(p, q, r) * side(p, q, s) < 0 && side(r, s, p) * side(r, s, q) < 0;
+        const along = ([p, q], f) => { for (let t = 0; t <= 1; t += 0.02) if (f(p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t)) return true; return false; };
+        const at = Object.fromEntries(nodes.map((n) => [n.name, n]));
+        const fed = new Set(edges.map((e) => e.to)), top = Math.min(...nodes.map((n) => n.y));
+        const name = (e) => e.from + '>' + e.to;
+        return {
+          nodes: nodes.map((n) => n.name), edges: edges.map(name), labels: labels.map((l) => l.name),
+          crossings: edges.flatMap((a, i) => edges.slice(i + 1).flatMap((b) => segments(a).flatMap((s) => segments(b).filter((r) => cross(s, r)).map(() => name(a) + ' x ' + name(b))))),
+          box_overlaps: pairs(nodes, meet),
+          label_on_edge: labels.flatMap((l) => edges.filter((e) => segments(e).some((s) => along(s, (x, y) => x > l.x && x < l.x + l.w && y > l.y && y < l.y + l.h))).map((e) => l.name + ' on ' + name(e))),
+          label_overlaps: pairs(labels, meet),
+          label_on_box: labels.flatMap((l) => nodes.filter((n) => meet(l, n)).map((n) => [l.name, n.name])),
+          text_outside_box: nodes.filter((n) => n.text.x < n.x || n.text.x + n.text.w > n.x + n.w || n.text.y < n.y || n.text.y + n.text.h > n.y + n.h).map((n) => n.name),
+          label_away_from_edge: labels.filter((l) => !edges.some((e) => e.edge === l.edge && segments(e).some((s) => along(s, (x, y) =>
+             Math.hypot(Math.max(l.x - x, 0, x - l.x - l.w), Math.max(l.y - y, 0, y - l.y - l.h)) <= 6)))).map((l) => l.name),
+          edge_through_box: edges.flatMap((e) => nodes.filter((n) => n.name !== e.from && n.name !== e.to && segments(e).some((s) => along(s, (x, y) =>
+             x > n.x && x < n.x + n.w && y > n.y && y < n.y + n.h))).map((n) => name(e) + ' through ' + n.name)),
+          sources_not_on_top: nodes.filter((n) => !fed.has(n.name) && n.y !== top).map((n) => n.name),
+          edges_not_down: edges.filter((e) => !at[e.from] || !at[e.to] || at[e.from].y + at[e.from].h > at[e.to].y || e.points.some((p, i) => i && p[1] < e.points[i - 1][1])).map(name),
+        };
+        """
+        url, shot = sys.argv[1], sys.argv[2]
+        out = {}
+        try:
+            d.get(url)
+            out["state"] = until(lambda: d.find_element(By.ID, "state").text in ("running", "paused"), 10)
+            out["rates"] = until(lambda: (n := d.execute_script("return [...document.querySelectorAll('#graph .edge-label')].filter((e) => e.textContent.includes('/s')).length")) >= 13 and n, 10)
+            out["first"] = d.execute_script(GEOMETRY)
+            time.sleep(3.5)
+            out["second"] = d.execute_script(GEOMETRY)
+            d.save_screenshot(shot)
+            out["console"] = [e["message"] for e in d.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        finally:
+            d.quit()
+        print(json.dumps(out))
+        """#, ["http://127.0.0.1:\(port)/", dir + "/layered.png"]) as? [String: Any])
+        print("the graph in chromium: \(seen)")
+        XCTAssertEqual(run.waitForExit(timeout: 60), 0, run.stderr)
+        XCTAssertEqual(seen["rates"] as? Int, 13, "every edge's label shows its rate: \(seen)")
+        XCTAssertEqual(seen["console"] as? [String], [])
+        let nodes = ["screen", "appsound", "micsound", "app", "mic", "upright", "fit", "privacy", "smooth", "mix", "program", "video", "audio", "out"]
+        for moment in ["first", "second"] {
+            let g = try XCTUnwrap(seen[moment] as? [String: Any], moment)
+            XCTAssertEqual(Set(g["nodes"] as? [String] ?? []), Set(nodes), moment)
+            XCTAssertEqual((g["edges"] as? [String])?.count, 13, "\(moment): \(g)")
+            XCTAssertEqual((g["labels"] as? [String])?.count, 13, "\(moment): \(g)")
+            for problem in ["crossings", "box_overlaps", "label_overlaps", "label_on_box", "label_on_edge", "text_outside_box", "label_away_from_edge",
+                            "edge_through_box", "sources_not_on_top", "edges_not_down"] {
+                XCTAssertEqual((g[problem] as? [Any])?.count, 0, "\(moment): \(problem): \(g[problem] ?? "missing")")
+            }
+        }
     }
 
     /// The page names no node: with the privacy node called `card`, the mixer `blend` and a
@@ -249,10 +330,7 @@ print(json.dumps(out))
 
     func testOnLoopbackReadingNeedsNoTokenButACommandDoes() throws {
         let dir = CLI.scratch()
-        let port = try LoopbackPort.free()
-        let run = try BackgroundRun(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http", "127.0.0.1:\(port)", "--duration", "3s",
-                                     "--events", "json", "--control", dir + "/ctl.sock", "--set", "out.path=\(dir)/l.mp4"])
-        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "start" }, run.stderr)
+        let (run, port) = try startLivePage(dir, duration: "3s", recording: dir + "/l.mp4")
         let base = "http://127.0.0.1:\(port)"
         let page = try CLI.shell(["curl", "-s", "--max-time", "5", base + "/"])
         let token = try XCTUnwrap(page.range(of: #"const token = "[0-9a-f]{32}""#, options: .regularExpression).map { String(page[$0].dropFirst(15).dropLast()) })
