@@ -23,7 +23,8 @@ __FAVICON__
   main { display: grid; grid-template-columns: minmax(320px, 640px) 1fr; gap: 1em; padding: 1em; }
   section { background: #202328; border-radius: .4em; padding: .8em; }
   h2 { font-size: .95em; margin: 0 0 .5em; color: #aab; text-transform: uppercase; letter-spacing: .05em; }
-  #preview { width: 100%; background: #000; display: block; min-height: 180px; }
+  #preview, #live { width: 100%; background: #000; display: block; min-height: 180px; }
+  #live-info { margin: .4em 0 0; }
   .meter { display: grid; grid-template-columns: 6em 1fr 5em; align-items: center; gap: .5em; margin: .3em 0; }
   .bar { height: .9em; background: #30343a; border-radius: .2em; overflow: hidden; }
   .fill { height: 100%; width: 0; background: linear-gradient(90deg, #3c9 0%, #3c9 70%, #ec3 85%, #e44 100%); }
@@ -53,6 +54,9 @@ __FAVICON__
     <section>
       <h2>Picture</h2>
       <img id="preview" alt="the picture after privacy">
+      <video id="live" hidden autoplay playsinline muted></video>
+      <p id="live-info" hidden>live over WebRTC · <b id="latency">-</b> behind · <b id="viewers">-</b> watching
+        <button id="sound">Sound on</button></p>
     </section>
     <section>
       <h2>Sound</h2>
@@ -435,13 +439,52 @@ function drawGraph(g) {
   svg.dataset.crossings = L.crossings;
 }
 
+// The broadcast live, with its sound, over WebRTC (WHEP) when the pipeline has a whep sink: the
+// page's own few lines of WHEP client (POST the offer with the page's token as its bearer, play
+// the answer). Latency: what the browser plays now against when the run's clock was there, from
+// the sender reports (estimatedPlayoutTimestamp is in the sender's NTP time). The JPEG preview
+// stays until the first picture plays, and comes back if the connection ends.
+let live = null;
+async function watchLive(g) {
+  const sink = g.nodes.find((n) => n.type === "whep");
+  if (!sink || live) return;
+  const pc = new RTCPeerConnection();
+  live = pc;
+  pc.addTransceiver("video", { direction: "recvonly" });
+  pc.addTransceiver("audio", { direction: "recvonly" });
+  const stream = new MediaStream();
+  const video = $("live");
+  pc.ontrack = (e) => { stream.addTrack(e.track); video.srcObject = stream; };
+  video.onplaying = () => { video.hidden = false; $("preview").hidden = true; $("live-info").hidden = false; };
+  pc.onconnectionstatechange = () => {
+    if (pc.connectionState === "failed" || pc.connectionState === "closed") {
+      video.hidden = true; $("preview").hidden = false; $("live-info").hidden = true; live = null;
+    }
+  };
+  await pc.setLocalDescription(await pc.createOffer());
+  const r = await fetch("/whep/" + encodeURIComponent(sink.name), { method: "POST",
+    headers: { "Content-Type": "application/sdp", "Authorization": "Bearer " + token }, body: pc.localDescription.sdp });
+  if (r.status !== 201) { warn({ node: sink.name, message: "live view: " + r.status + " " + (await r.text()) }); pc.close(); live = null; return; }
+  await pc.setRemoteDescription({ type: "answer", sdp: await r.text() });
+  setInterval(async () => {
+    if (pc.connectionState !== "connected") return;
+    for (const s of (await pc.getStats()).values()) {
+      if (s.type === "inbound-rtp" && s.kind === "video" && s.estimatedPlayoutTimestamp) {
+        const behind = Date.now() + 2208988800000 - s.estimatedPlayoutTimestamp;
+        $("latency").textContent = Math.max(0, Math.round(behind)) + " ms";
+      }
+    }
+  }, 1000);
+}
+$("sound").onclick = () => { const v = $("live"); v.muted = !v.muted; $("sound").textContent = v.muted ? "Sound on" : "Sound off"; };
+
 async function loadGraph(first) {
   const r = await fetch("/api/graph" + query);
   if (!r.ok) return;
   graph = await r.json();
   $("pipeline").textContent = graph.pipeline;
   document.title = "avgraph: " + graph.pipeline;
-  if (first) controls(graph);
+  if (first) { controls(graph); watchLive(graph); }
   drawGraph(graph);
 }
 
@@ -454,6 +497,7 @@ function listen() {
       case "level": showLevel(e); break;
       case "stats": showStats(e); break;
       case "srtla": showLinks(e); break;
+      case "viewers": $("viewers").textContent = e.watching; break;
       case "paused": paused = true; setState("paused"); $("pause").textContent = "Resume"; break;
       case "resumed": paused = false; setState("running"); $("pause").textContent = "Pause"; break;
       case "warning": case "error": warn(e); break;

@@ -177,6 +177,54 @@ print(statuses, media)
         XCTAssertGreaterThan(passthrough["encoded"] as? Int ?? 0, 60, "the card encoded")
     }
 
+    /// The operator's page plays the broadcast live through WHEP (its own few lines of client):
+    /// the `<video>` replaces the JPEG preview, its pictures move (their frame numbers read back),
+    /// and the page shows the latency and the viewer count.
+    func testTheOperatorPagePlaysTheBroadcastWithItsLatency() throws {
+        let dir = CLI.scratch(), port = try LoopbackPort.free()
+        let run = try Self.startRun(dir, port: port, seconds: 40)
+        addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
+        let shot = ProcessInfo.processInfo.environment["AVGRAPH_SCREENSHOTS"] == "1" ? CLI.packageRoot + "/docs/operator-page-whep.png" : dir + "/operator-page-whep.png"
+        let script = OperatorPageTests.chromium + #"""
+url, shot = sys.argv[1], sys.argv[2]
+out = {}
+FRAME = """const v = document.getElementById('live'); if (v.hidden || !v.videoWidth) return null;
+  const c = document.createElement('canvas'); c.width = v.videoWidth; c.height = v.videoHeight;
+  const g = c.getContext('2d'); g.drawImage(v, 0, 0); let n = 0;
+  for (let i = 0; i < 16; i++) { const p = g.getImageData(Math.floor((40 * i + 20) * c.width / 640), Math.floor(20 * c.height / 360), 1, 1).data; if (p[0] > 128) n |= 1 << i; }
+  return n;"""
+try:
+    d.get(url)
+    out["playing"] = until(lambda: d.execute_script("const v = document.getElementById('live'); return !v.hidden && v.currentTime > 1"), 15)
+    out["preview_hidden"] = d.execute_script("return document.getElementById('preview').hidden")
+    first = d.execute_script(FRAME)
+    time.sleep(1)
+    out["frames"] = [first, d.execute_script(FRAME)]
+    out["latency"] = until(lambda: (t := d.find_element(By.ID, "latency").text).endswith("ms") and t, 10)
+    out["viewers"] = until(lambda: d.find_element(By.ID, "viewers").text == "1" and "1", 10)
+    time.sleep(2)
+    out["latency_later"] = d.find_element(By.ID, "latency").text
+    d.save_screenshot(shot)
+    out["console"] = [e["message"] for e in d.get_log("browser") if e["level"] in ("SEVERE",)]
+finally:
+    d.quit()
+print(json.dumps(out))
+"""#
+        let seen = try XCTUnwrap(PythonWitness.run(script, ["http://127.0.0.1:\(port)/", shot]) as? [String: Any])
+        print("whep on the operator page: \(seen)")
+        XCTAssertEqual(seen["playing"] as? Bool, true, "the live video plays")
+        XCTAssertEqual(seen["preview_hidden"] as? Bool, true, "the JPEG preview gives way to it")
+        let frames = seen["frames"] as? [Int] ?? []
+        XCTAssertEqual(frames.count, 2)
+        XCTAssertGreaterThan((frames.last ?? 0) - (frames.first ?? 0), 20, "a second later, about 30 pictures on")
+        let latency = Double((seen["latency_later"] as? String ?? "").split(separator: " ").first ?? "") ?? -1
+        XCTAssertTrue((0..<500).contains(latency), "the page shows its latency: \(seen)")
+        XCTAssertEqual(seen["viewers"] as? String, "1")
+        XCTAssertEqual(seen["console"] as? [String], [])
+        run.process.interrupt()
+        _ = run.waitForExit(timeout: 20)
+    }
+
     func testRefusalsAndCors() throws {
         let dir = CLI.scratch(), port = try LoopbackPort.free()
         let run = try Self.startRun(dir, port: port, seconds: 30)

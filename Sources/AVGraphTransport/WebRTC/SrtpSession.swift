@@ -55,6 +55,15 @@ package final class SrtpSession {
     package func protect(_ packet: inout [UInt8]) throws { try run(&packet, srtp_protect, "protect RTP", grow: true) }
     package func protectRtcp(_ packet: inout [UInt8]) throws { try run(&packet, srtp_protect_rtcp, "protect RTCP", grow: true) }
 
+    /// An RTP packet of `length` bytes at `buffer` (room for `maximumTrailer` more), encrypted and
+    /// authenticated in place; returns its new length. What a sender to many calls per packet: no allocation.
+    package func protect(_ buffer: UnsafeMutableRawPointer, length: Int) throws -> Int {
+        var n = Int32(length)
+        let status = srtp_protect(session, buffer, &n)
+        guard status == srtp_err_status_ok else { throw MediaError("SRTP: protect RTP failed (\(Self.describe(status)))") }
+        return Int(n)
+    }
+
     private func run(_ packet: inout [UInt8], _ f: (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?) -> srtp_err_status_t,
                      _ what: String, grow: Bool = false) throws {
         var length = Int32(packet.count)

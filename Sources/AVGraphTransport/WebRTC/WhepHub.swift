@@ -60,9 +60,11 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
         /// Viewers alive by id: their sink, whether connected.
         var alive: [String: (node: String, connected: Bool)] = [:]
         var broadcasts: [String: Broadcast] = [:]
-        var packets: [(node: String, kind: WhepViewer.Kind, packets: [RtpOutgoing])] = []
+        var packets: [(node: String, kind: WhepViewer.Kind, packets: [RtpOutgoing], at: Double)] = []
         var queued = 0
         var tallies: [String: Tally] = [:]
+        /// Sinks whose video lost packets in the queue (their viewers wait for a keyframe).
+        var gaps: Set<String> = []
     }
 
     package let settings: Settings
@@ -78,8 +80,11 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
     private var replyTo: [String: UdpPeer] = [:]
     private var droppedStrangers = 0, reportedStrangers = 0
     private var lastStrangerNote = 0.0
+    /// Where each packet is written and protected before it is sent: one buffer, no allocation per packet.
+    private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
     /// Packets queued for the hub's thread at most; past it the oldest go (every viewer then sees the gap).
     static let queueLimit = 8192
+    static let queueAge = 1.0
 
     package init(_ settings: Settings) throws {
         self.settings = settings
@@ -98,7 +103,10 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
         WebRtcUdpSocket.enlargeSendBuffer(udp)
     }
 
-    deinit { close(udp) }
+    deinit {
+        close(udp)
+        scratch.deallocate()
+    }
 
     // MARK: Sinks (their threads)
 
@@ -122,10 +130,16 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
     /// One access unit's (or audio packet's) packets for every viewer of `node`.
     package func publish(node: String, kind: WhepViewer.Kind, _ packets: [RtpOutgoing]) {
         inbox.withLock { inbox in
-            inbox.packets.append((node, kind, packets))
+            let now = Monotonic.now
+            inbox.packets.append((node, kind, packets, now))
             inbox.queued += packets.count
-            while inbox.queued > Self.queueLimit, !inbox.packets.isEmpty {
-                inbox.queued -= inbox.packets.removeFirst().packets.count
+            // Past the limit, or older than a second (the hub's thread cannot keep up), the oldest
+            // go: better late pictures dropped than every viewer falling behind; the sink's viewers
+            // then start again at a keyframe (what follows a lost picture refers to it).
+            while !inbox.packets.isEmpty, inbox.queued > Self.queueLimit || now - inbox.packets[0].at > Self.queueAge {
+                let gone = inbox.packets.removeFirst()
+                inbox.queued -= gone.packets.count
+                if gone.kind == .video { inbox.gaps.insert(gone.node) }
             }
         }
         poke()
@@ -243,12 +257,19 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
         let now = Monotonic.now
         var byNode: [String: [WhepViewer]] = [:]
         for v in viewers.values where v.isConnected { byNode[v.node, default: []].append(v) }
+        let gaps = inbox.withLock { inbox in
+            defer { inbox.gaps.removeAll() }
+            return inbox.gaps
+        }
+        for node in gaps { for viewer in byNode[node] ?? [] { viewer.restartAtKeyframe() } }
         for batch in batches {
             guard let audience = byNode[batch.node] else { continue }
             for viewer in audience where viewer.takes(batch.kind) {
                 guard let peer = replyTo[viewer.id] else { continue }
                 for packet in batch.packets {
-                    if let bytes = viewer.send(packet, kind: batch.kind, now: now), !send(bytes, to: peer) { viewer.noteSendFailure() }
+                    guard let length = viewer.send(packet, kind: batch.kind, now: now, into: scratch) else { continue }
+                    let sent = peer.withSockaddr { address, size in sendto(udp, scratch.baseAddress, length, Int32(MSG_DONTWAIT), address, size) }
+                    if sent != length { viewer.noteSendFailure() }
                 }
             }
         }

@@ -126,31 +126,53 @@ package final class WhepViewer {
         if garbageWindow.count > 1000 { misbehaving = "sent over 1000 datagrams in 10 s that were not its own (garbage, replays)" }
     }
 
-    /// The packet for this viewer, protected, or nil when its gate holds it back.
-    package func send(_ packet: RtpOutgoing, kind: Kind, now: Double) -> [UInt8]? {
+    /// The packet for this viewer, protected, written into `scratch` (which has room for the
+    /// largest packet and its SRTP trailer): its length, or nil when its gate holds it back.
+    package func send(_ packet: RtpOutgoing, kind: Kind, now: Double, into scratch: UnsafeMutableRawBufferPointer) -> Int? {
         guard isConnected, let outbound = peer.outbound, var track = tracks[kind.rawValue] else { return nil }
-        if kind == .video {
-            if track.waitingKeyframe {
-                guard packet.keyframe && packet.startsPicture else {
-                    if packet.startsPicture { picturesSkipped += 1 }
-                    return nil
-                }
-                track.waitingKeyframe = false
-                if firstPictureAt == nil { firstPictureAt = now - created }
+        if kind == .video, track.waitingKeyframe {
+            guard packet.keyframe && packet.startsPicture else {
+                if packet.startsPicture { picturesSkipped += 1 }
+                return nil
             }
+            track.waitingKeyframe = false
+            if firstPictureAt == nil { firstPictureAt = now - created }
         }
         track.sequence &+= 1
-        var bytes = header(track, packet, sequence: track.sequence) + packet.payload
-        do { try outbound.protect(&bytes) } catch {
-            dropped["RTP not protected: \(error)", default: 0] += 1
-            return nil
-        }
+        guard let length = write(track, packet, sequence: track.sequence, into: scratch, outbound) else { return nil }
         if !track.history.isEmpty { track.history[Int(track.sequence) % track.history.count] = (track.sequence, packet) }
         track.packets &+= 1
         track.octets &+= UInt32(truncatingIfNeeded: packet.payload.count)
         track.last = (packet.timestamp, packet.wallclock)
         tracks[kind.rawValue] = track
-        return bytes
+        return length
+    }
+
+    /// The video from the next keyframe on (the hub lost pictures before they were sent).
+    package func restartAtKeyframe() {
+        guard tracks[0] != nil else { return }
+        tracks[0]!.waitingKeyframe = true
+        wantsKeyframe = true
+    }
+
+    /// Header and payload into `scratch`, protected in place.
+    private func write(_ track: Track, _ packet: RtpOutgoing, sequence: UInt16, into scratch: UnsafeMutableRawBufferPointer, _ outbound: SrtpSession) -> Int? {
+        let length = 12 + packet.payload.count
+        guard length + SrtpSession.maximumTrailer <= scratch.count, let base = scratch.baseAddress else {
+            dropped["a packet larger than a datagram", default: 0] += 1
+            return nil
+        }
+        let t = packet.timestamp, s = track.ssrc
+        let header: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0x80, (packet.marker ? 0x80 : 0) | track.payloadType, UInt8(sequence >> 8), UInt8(sequence & 0xFF),
+             UInt8(t >> 24), UInt8(t >> 16 & 0xFF), UInt8(t >> 8 & 0xFF), UInt8(t & 0xFF),
+             UInt8(s >> 24), UInt8(s >> 16 & 0xFF), UInt8(s >> 8 & 0xFF), UInt8(s & 0xFF))
+        withUnsafeBytes(of: header) { base.copyMemory(from: $0.baseAddress!, byteCount: 12) }
+        packet.payload.withUnsafeBytes { (base + 12).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        do { return try outbound.protect(base, length: length) } catch {
+            dropped["RTP not protected: \(error)", default: 0] += 1
+            return nil
+        }
     }
 
     private func header(_ track: Track, _ packet: RtpOutgoing, sequence: UInt16) -> [UInt8] {
