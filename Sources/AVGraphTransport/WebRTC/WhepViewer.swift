@@ -129,22 +129,26 @@ package final class WhepViewer {
     /// The packet for this viewer, protected, written into `scratch` (which has room for the
     /// largest packet and its SRTP trailer): its length, or nil when its gate holds it back.
     package func send(_ packet: RtpOutgoing, kind: Kind, now: Double, into scratch: UnsafeMutableRawBufferPointer) -> Int? {
-        guard isConnected, let outbound = peer.outbound, var track = tracks[kind.rawValue] else { return nil }
-        if kind == .video, track.waitingKeyframe {
+        // The track is changed where it lies: a copy of it would share its history, and the
+        // first write to that would copy all 1024 entries, once per packet.
+        let k = kind.rawValue
+        guard isConnected, let outbound = peer.outbound, tracks[k] != nil else { return nil }
+        if kind == .video, tracks[k]!.waitingKeyframe {
             guard packet.keyframe && packet.startsPicture else {
                 if packet.startsPicture { picturesSkipped += 1 }
                 return nil
             }
-            track.waitingKeyframe = false
+            tracks[k]!.waitingKeyframe = false
             if firstPictureAt == nil { firstPictureAt = now - created }
         }
-        track.sequence &+= 1
-        guard let length = write(track, packet, sequence: track.sequence, into: scratch, outbound) else { return nil }
-        if !track.history.isEmpty { track.history[Int(track.sequence) % track.history.count] = (track.sequence, packet) }
-        track.packets &+= 1
-        track.octets &+= UInt32(truncatingIfNeeded: packet.payload.count)
-        track.last = (packet.timestamp, packet.wallclock)
-        tracks[kind.rawValue] = track
+        tracks[k]!.sequence &+= 1
+        let sequence = tracks[k]!.sequence
+        guard let length = write(payloadType: tracks[k]!.payloadType, ssrc: tracks[k]!.ssrc, packet, sequence: sequence, into: scratch, outbound) else { return nil }
+        let size = tracks[k]!.history.count
+        if size > 0 { tracks[k]!.history[Int(sequence) % size] = (sequence, packet) }
+        tracks[k]!.packets &+= 1
+        tracks[k]!.octets &+= UInt32(truncatingIfNeeded: packet.payload.count)
+        tracks[k]!.last = (packet.timestamp, packet.wallclock)
         return length
     }
 
@@ -156,15 +160,15 @@ package final class WhepViewer {
     }
 
     /// Header and payload into `scratch`, protected in place.
-    private func write(_ track: Track, _ packet: RtpOutgoing, sequence: UInt16, into scratch: UnsafeMutableRawBufferPointer, _ outbound: SrtpSession) -> Int? {
+    private func write(payloadType: UInt8, ssrc s: UInt32, _ packet: RtpOutgoing, sequence: UInt16, into scratch: UnsafeMutableRawBufferPointer, _ outbound: SrtpSession) -> Int? {
         let length = 12 + packet.payload.count
         guard length + SrtpSession.maximumTrailer <= scratch.count, let base = scratch.baseAddress else {
             dropped["a packet larger than a datagram", default: 0] += 1
             return nil
         }
-        let t = packet.timestamp, s = track.ssrc
+        let t = packet.timestamp
         let header: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0x80, (packet.marker ? 0x80 : 0) | track.payloadType, UInt8(sequence >> 8), UInt8(sequence & 0xFF),
+            (0x80, (packet.marker ? 0x80 : 0) | payloadType, UInt8(sequence >> 8), UInt8(sequence & 0xFF),
              UInt8(t >> 24), UInt8(t >> 16 & 0xFF), UInt8(t >> 8 & 0xFF), UInt8(t & 0xFF),
              UInt8(s >> 24), UInt8(s >> 16 & 0xFF), UInt8(s >> 8 & 0xFF), UInt8(s & 0xFF))
         withUnsafeBytes(of: header) { base.copyMemory(from: $0.baseAddress!, byteCount: 12) }
