@@ -2,6 +2,6 @@ import AVGraph
 
 enum AudioNodeSet {
     static var all: [any Node.Type] {
-        [ToneNode.self, RawaudioNode.self, MixerNode.self, ResampleNode.self, MeterNode.self, AacNode.self]
+        [ToneNode.self, RawaudioNode.self, MixerNode.self, ResampleNode.self, MeterNode.self, AacNode.self, OpusNode.self]
     }
 }

@@ -79,6 +79,7 @@ final class BothDriversTests: XCTestCase {
             "mixer": Case(options: "rate: 48000, channels: 2", inputs: ["app", "mic"], change: ("gain", .perInput(["mic": .number(0.25)]), 1.0)),
             "resample": Case(options: "rate: 44100, channels: 1", inputs: ["app"]),
             "aac": Case(options: "", inputs: ["app"]),
+            "opus": Case(options: "", inputs: ["app"]),
             "null": Case(options: "", inputs: ["camera", "app"]),
             "file sink": Case(options: "path: out.mp4, overwrite: true", inputs: ["video", "audio"], writes: ["out.mp4"]),
             "clips": Case(options: "window: 2s", inputs: ["video", "audio"]),

@@ -59,6 +59,7 @@ final class ConformanceTests: XCTestCase {
             "mixer": .init(t("mixer"), inputs: [app, mic]),
             "resample": .init(t("resample"), options: "rate: 44100, channels: 1", inputs: [app]),
             "aac": .init(t("aac"), inputs: [app]),
+            "opus": .init(t("opus"), inputs: [app]),
             "null": .init(t("null"), inputs: [raw, app]),
             "file sink": .init(registry.resolve("file", hasInputs: true)!, options: "path: \(dir)/out.mp4, overwrite: true", inputs: [v, a]),
             "clips": .init(t("clips"), inputs: [v, a]),

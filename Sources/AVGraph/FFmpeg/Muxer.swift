@@ -15,11 +15,17 @@ public final class Muxer {
 
     /// Whether `container` can hold `codec` (nil when FFmpeg cannot tell, as for mpegts, which takes most codecs).
     public static func canHold(container: String, codec: String) -> Bool? {
+        // The mov muxer's tag table lists these (MP4 shares it), yet its header refuses them
+        // outside MP4 ("opus only supported in MP4"): answer what writing the file would.
+        if container == "mov" && mp4Only.contains(codec) { return false }
         guard let ofmt = av_guess_format(container, nil, nil) else { return false }
         guard let desc = avcodec_descriptor_get_by_name(codec) else { return false }
         let r = avformat_query_codec(ofmt, desc.pointee.id, FF_COMPLIANCE_NORMAL)
         return r < 0 ? nil : r == 1
     }
+
+    /// Codecs FFmpeg 5.1's mov muxer writes in MP4 mode only.
+    static let mp4Only: Set<String> = ["opus", "flac", "truehd"]
 
     public let context: UnsafeMutablePointer<AVFormatContext>
     public let path: String

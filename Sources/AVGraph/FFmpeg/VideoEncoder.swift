@@ -23,13 +23,7 @@ public final class VideoEncoder {
     /// Opens the encoder with codec-private options (`preset`, `tune`, `profile`, ...).
     /// Options the encoder does not know are an error, not silently ignored.
     public func open(options: [String: String]) throws {
-        var dict: OpaquePointer?
-        for (k, v) in options { av_dict_set(&dict, k, v, 0) }
-        defer { av_dict_free(&dict) }
-        try AVFailure.check(avcodec_open2(context, codec, &dict), "opening the \(String(cString: codec.pointee.name)) encoder")
-        if let left = av_dict_get(dict, "", nil, AV_DICT_IGNORE_SUFFIX) {
-            throw MediaError("the \(String(cString: codec.pointee.name)) encoder does not know option '\(String(cString: left.pointee.key))'")
-        }
+        try openEncoder(context, codec, options: options)
     }
 
     /// Feeds one frame, or nil to flush the frames the encoder still holds.

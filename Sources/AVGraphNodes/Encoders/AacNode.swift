@@ -2,10 +2,9 @@ import AVGraph
 import CFFmpeg
 import Foundation
 
-/// AAC-LC with libavcodec's native `aac` encoder. Input of another shape is converted first
-/// (swresample to fltp at the encoder's rate and channels); an audio fifo cuts it into the
-/// 1024-sample frames AAC codes. Packet pts follow the input timeline; a gap in the input
-/// becomes silence so the stream stays continuous and in sync.
+/// AAC-LC with libavcodec's native `aac` encoder, fed by `AudioEncoderFeed` (converted to fltp at
+/// the encoder's rate and channels, cut into the 1024-sample frames AAC codes, pts on the input
+/// timeline, gaps as silence). `passthrough: auto` sends a network source's own AAC on instead.
 public final class AacNode: Filter, Node {
     public static let typeName = "aac"
     public static let summary = "AAC-LC audio encoder (libavcodec aac)"
@@ -39,15 +38,7 @@ public final class AacNode: Filter, Node {
         return [out]
     }
 
-    private let encoder: AudioEncoder
-    private let fifo: AudioFifo
-    private let pool: AudioFramePool
-    private var resampler: Resampler?
-    private var inputShape: AudioShape?
-    private var nextPts: Int64?
-    /// Where (encoder samples) the next input frame belongs if the input is continuous.
-    private var expected: Double = 0
-    private let tolerance: Double
+    private let feed: AudioEncoderFeed
     /// `passthrough: auto` while the source's packets are sent on (nil: encoding).
     private var forwarding: AacForwarding?
     /// Encoded packets before this pts overlap packets already sent on (the encoder's priming).
@@ -59,10 +50,7 @@ public final class AacNode: Filter, Node {
 
     public init(_ setup: NodeSetup) throws {
         let f = setup.outputs[0]
-        encoder = try AudioEncoder(codec: "aac", rate: f.sampleRate, channels: f.channels, bitrate: setup[Self.bitrate])
-        fifo = try AudioFifo(format: AV_SAMPLE_FMT_FLTP, channels: f.channels, capacity: 4 * encoder.frameSize)
-        pool = try AudioFramePool(format: AV_SAMPLE_FMT_FLTP, channels: f.channels, sampleRate: f.sampleRate, capacity: encoder.frameSize)
-        tolerance = 0.02 * Double(f.sampleRate)
+        feed = try AudioEncoderFeed(AudioEncoder(codec: "aac", rate: f.sampleRate, channels: f.channels, bitrate: setup[Self.bitrate]))
         accounts = setup[Self.passthrough] == .auto
         if accounts { forwarding = AacForwarding() }
     }
@@ -70,11 +58,10 @@ public final class AacNode: Filter, Node {
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let frame = buffer.frame, frame.sampleCount > 0 else { return }
         if let forwarding {
+            let encoder = feed.encoder
             if let stream = try forwarding.stream(for: frame, shape: encoder.shape, ours: encoder.stream), let source = frame.source {
-                place(frame)
-                let sent = source.packet.restamped(pts: nextPts!, stream: stream)
+                let sent = source.packet.restamped(pts: feed.pass(frame), stream: stream)
                 sent.av.pointee.duration = Int64(frame.sampleCount)
-                nextPts! += Int64(frame.sampleCount)
                 out.emit(sent)
                 passed += 1
                 out.report("passed_through", Double(passed))
@@ -84,60 +71,9 @@ public final class AacNode: Filter, Node {
             // primes it (it starts a frame early), and would overlap the last packet sent on.
             if let why = forwarding.refusal { out.warning("passthrough: \(why); the audio is encoded from \(frame.seconds) s") }
             self.forwarding = nil
-            if let nextPts { encodedFrom = nextPts }
+            if let nextPts = feed.nextPts { encodedFrom = nextPts }
         }
-        do { try frame.loadSamples() } catch {
-            // A source frame that does not decode is left out (the next one after it fills the gap with silence).
-            out.warning("a source audio frame at \(frame.seconds) s to encode did not decode (\(error)); it is left out")
-            return
-        }
-        let frameShape = AudioShape(rate: frame.sampleRate, channels: frame.channels, format: frame.sampleFormat)
-        if frameShape != inputShape {
-            try drainResampler()
-            inputShape = frameShape
-            resampler = frameShape == encoder.shape ? nil : try Resampler(from: frameShape, to: encoder.shape)
-        }
-        let rate = Double(encoder.shape.rate)
-        let ideal = frame.pts == avg_nopts() ? expected : Double(frame.pts) * frame.timeBase.double * rate
-        if nextPts == nil {
-            nextPts = Int64(ideal.rounded())
-            expected = ideal
-        } else if ideal - expected > tolerance {
-            try drainResampler()
-            try resampler?.reset()
-            try writeSilence(Int((ideal - expected).rounded()))
-            expected = ideal
-        }
-        expected += Double(frame.sampleCount) * rate / Double(frame.sampleRate)
-        if let resampler {
-            if let converted = try resampler.convert(frame) { try fifo.write(converted) }
-        } else {
-            try fifo.write(frame)
-        }
-        try encodeFull(out)
-    }
-
-    private func writeSilence(_ samples: Int) throws {
-        guard samples > 0 else { return }
-        let silence = try pool.frame(samples: samples)
-        av_samples_set_silence(silence.audioPlanes, 0, Int32(samples), Int32(encoder.shape.channels), AV_SAMPLE_FMT_FLTP)
-        try fifo.write(silence)
-    }
-
-    private func drainResampler() throws {
-        guard let resampler else { return }
-        while let tail = try resampler.convert(nil) { try fifo.write(tail) }
-    }
-
-    private func encodeFull(_ out: Outlet) throws {
-        while fifo.count >= encoder.frameSize { try encodeChunk(encoder.frameSize, out) }
-    }
-
-    private func encodeChunk(_ n: Int, _ out: Outlet) throws {
-        let frame = try pool.frame(samples: n, pts: nextPts ?? 0)
-        try fifo.read(into: frame)
-        nextPts = frame.pts + Int64(n)
-        emitEncoded(try encoder.encode(frame), out)
+        emitEncoded(try feed.encode(frame, out), out)
     }
 
     private func emitEncoded(_ packets: [Packet], _ out: Outlet) {
@@ -148,24 +84,8 @@ public final class AacNode: Filter, Node {
         if accounts { out.report("encoded", Double(encoded)) }
     }
 
-    /// Where a packet sent on belongs (encoder samples): next to the last one while the source
-    /// is continuous, so its jittery millisecond stamps do not jitter the track; after a gap,
-    /// where the source puts it (a gap stays a gap: nothing is encoded to fill it).
-    private func place(_ frame: Frame) {
-        let rate = Double(encoder.shape.rate)
-        let ideal = Double(frame.pts) * frame.timeBase.double * rate
-        if nextPts == nil || ideal - expected > tolerance {
-            nextPts = Int64(ideal.rounded())
-            expected = ideal
-        }
-        expected += Double(frame.sampleCount)
-    }
-
     override public func finish(_ out: Outlet) throws {
-        try drainResampler()
-        try encodeFull(out)
-        if fifo.count > 0 { try encodeChunk(fifo.count, out) }
-        emitEncoded(try encoder.encode(nil), out)
+        emitEncoded(try feed.finish(), out)
         if accounts {
             out.event(PassthroughEvent(passed: passed, encoded: encoded, spans: encoded > 0 ? 1 : 0, maxOverstay: 0))
         }
