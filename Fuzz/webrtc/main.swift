@@ -60,7 +60,7 @@ public func fuzzWebRtc(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
                 precondition(unit.bytes.count <= 64 * 1024, "an access unit past the bound")
                 // Packetized again (WHEP's way out), and back through a depacketizer: the same units.
                 unit.bytes.withUnsafeBytes { raw in
-                    let (payloads, _) = H264Packetizer.payloads(raw, parameterSets: [], maxPayload: 200)
+                    let (payloads, _) = H264Packetizer.payloads(raw, lengthSize: nil, parameterSets: [], maxPayload: 200)
                     precondition(payloads.allSatisfy { $0.count <= 200 }, "a payload past the packetizer's bound")
                 }
             }

@@ -11,7 +11,7 @@ final class WhepPiecesTests: XCTestCase {
     /// An IDR of `size` bytes and a P picture, as Annex B (x264) and as 4-byte lengths (a phone's avcC).
     static func idr(_ size: Int) -> [UInt8] { [0x65] + (0..<(size - 1)).map { UInt8(truncatingIfNeeded: $0 * 7 + 1) } }
 
-    func roundTrip(_ accessUnit: [UInt8], lengthSize: Int = 4, parameterSets: [[UInt8]]) -> (payloads: [[UInt8]], back: [H264Depacketizer.AccessUnit]) {
+    func roundTrip(_ accessUnit: [UInt8], lengthSize: Int? = 4, parameterSets: [[UInt8]]) -> (payloads: [[UInt8]], back: [H264Depacketizer.AccessUnit]) {
         let (payloads, _) = accessUnit.withUnsafeBytes { H264Packetizer.payloads($0, lengthSize: lengthSize, parameterSets: parameterSets) }
         var depacketizer = H264Depacketizer()
         var back: [H264Depacketizer.AccessUnit] = []
@@ -23,7 +23,7 @@ final class WhepPiecesTests: XCTestCase {
 
     func testAKeyframeWithoutItsParameterSetsGetsThemAsOneStapAAndFragmentsReadBackWhole() {
         let idr = Self.idr(5000)
-        let (payloads, back) = roundTrip([0, 0, 0, 1] + idr, parameterSets: [Self.sps, Self.pps])
+        let (payloads, back) = roundTrip([0, 0, 0, 1] + idr, lengthSize: nil, parameterSets: [Self.sps, Self.pps])
         XCTAssertEqual(payloads.first?.first.map { $0 & 0x1F }, 24, "SPS and PPS first, as one STAP-A")
         XCTAssertTrue(payloads.dropFirst().allSatisfy { $0.first! & 0x1F == 28 }, "the IDR in FU-A fragments")
         XCTAssertTrue(payloads.allSatisfy { $0.count <= H264Packetizer.maxPayload }, "each payload fits a 1200-byte datagram")
@@ -39,6 +39,9 @@ final class WhepPiecesTests: XCTestCase {
         let (payloads, back) = roundTrip(prefixed(Self.sps) + prefixed(Self.pps) + prefixed(Self.idr(100)), parameterSets: [Self.sps, Self.pps])
         XCTAssertEqual(payloads.map { $0.first! & 0x1F }, [7, 8, 5], "sets in band: nothing added, each unit whole")
         XCTAssertEqual(back.first?.bytes, [0, 0, 0, 1] + Self.sps + [0, 0, 0, 1] + Self.pps + [0, 0, 0, 1] + Self.idr(100))
+        // A unit of 256 to 511 bytes: its length, 00 00 01 xx, is not a start code (a phone's stream read as Annex B broke here).
+        let long: [UInt8] = [0x41] + Array(repeating: 7, count: 299)
+        XCTAssertEqual(roundTrip([0, 0, 1, 44] + long, parameterSets: []).payloads, [long])
         let (p, b) = roundTrip(prefixed(slice), parameterSets: [Self.sps, Self.pps])
         XCTAssertEqual(p, [slice], "a P picture: no sets put in front")
         XCTAssertEqual(b.first?.isKeyframe, false)

@@ -53,7 +53,8 @@ public final class WhepNode: Sink, Node {
     private let offsets = (video: UInt32.random(in: 0...UInt32.max), audio: UInt32.random(in: 0...UInt32.max))
     private var hub: WhepHub?
     private var parameterSets: [[UInt8]] = []
-    private var lengthSize = 4
+    /// The NAL length size of an avcC stream; nil: Annex B.
+    private var lengthSize: Int?
     private var described = false
     private var warnedNoServer = false, warnedReordered = false
     private var reported = WhepHub.Tally()
@@ -186,7 +187,10 @@ public final class WhepNode: Sink, Node {
             lengthSize = record.lengthSize
             parameterSets = record.sequenceSets + record.pictureSets
         } else if let record = AvcConfiguration(annexB: extradata) {
+            lengthSize = nil
             parameterSets = record.sequenceSets + record.pictureSets
+        } else {
+            lengthSize = nil
         }
         let profile = parameterSets.first.flatMap(H264Packetizer.profileLevelID)
         let keyframes = packet.stream.keyframes

@@ -2,17 +2,18 @@
 /// whole when it fits, else as FU-A fragments; the parameter sets a keyframe needs (SPS and PPS,
 /// put in front when the picture does not carry them, since a viewer that joins there has no
 /// other way to get them) aggregated in one STAP-A. The access unit may be Annex B (x264's own
-/// output) or length-prefixed (avcC, a phone's stream passed through); both read in place.
+/// output) or length-prefixed (avcC, a phone's stream passed through), as the stream says; both read in place.
 package enum H264Packetizer {
     /// What a payload may be at most: 1200-byte datagrams (what browsers send and take, under
     /// every tunnel's MTU) less RTP's 12-byte header and SRTP's trailer.
     package static let maxPayload = 1200 - 12 - 16
 
-    /// The NAL units of an access unit: Annex B when it starts with a start code, else
-    /// `lengthSize`-byte big-endian lengths (a length past the end ends the reading).
-    package static func units(_ bytes: UnsafeRawBufferPointer, lengthSize: Int) -> [Range<Int>] {
+    /// The NAL units of an access unit: `lengthSize`-byte big-endian lengths (a length past the
+    /// end ends the reading), or Annex B when `lengthSize` is nil. Told by the stream's
+    /// configuration, never guessed from the bytes: a 4-byte length of 256 to 511 reads as a start code.
+    package static func units(_ bytes: UnsafeRawBufferPointer, lengthSize: Int?) -> [Range<Int>] {
         let n = bytes.count
-        if n >= 3, bytes[0] == 0, bytes[1] == 0, bytes[2] == 1 || (n >= 4 && bytes[2] == 0 && bytes[3] == 1) {
+        guard let lengthSize else {
             var units: [Range<Int>] = []
             var start: Int?
             var i = 0
@@ -43,7 +44,7 @@ package enum H264Packetizer {
 
     /// The payloads of one access unit, in order (the last one's packet carries the marker bit).
     /// `parameterSets`: the stream's SPS and PPS, sent before an IDR that lacks them.
-    package static func payloads(_ bytes: UnsafeRawBufferPointer, lengthSize: Int = 4, parameterSets: [[UInt8]],
+    package static func payloads(_ bytes: UnsafeRawBufferPointer, lengthSize: Int?, parameterSets: [[UInt8]],
                                  maxPayload: Int = maxPayload) -> (payloads: [[UInt8]], keyframe: Bool) {
         let units = units(bytes, lengthSize: lengthSize).filter { bytes[$0.lowerBound] & 0x1F != 9 }  // access unit delimiters: no use over RTP
         let types = units.map { bytes[$0.lowerBound] & 0x1F }

@@ -79,6 +79,8 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
     private var byAddress: [UdpPeer: WhepViewer] = [:]
     private var replyTo: [String: UdpPeer] = [:]
     private var droppedStrangers = 0, reportedStrangers = 0
+    /// Each viewer's congestions already said.
+    private var noted: [String: Int] = [:]
     private var lastStrangerNote = 0.0
     /// Where each packet is written and protected before it is sent: one buffer, no allocation per packet.
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
@@ -261,7 +263,10 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
             defer { inbox.gaps.removeAll() }
             return inbox.gaps
         }
-        for node in gaps { for viewer in byNode[node] ?? [] { viewer.restartAtKeyframe() } }
+        for node in gaps {
+            note("whep: \(node): packets waited over \(Self.seconds(Self.queueAge)) to be sent (the machine is too busy for its viewers): dropped, its viewers start again at a keyframe")
+            for viewer in byNode[node] ?? [] { viewer.restartAtKeyframe() }
+        }
         for batch in batches {
             guard let audience = byNode[batch.node] else { continue }
             for viewer in audience where viewer.takes(batch.kind) {
@@ -315,6 +320,10 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
                 release(viewer, why: "silent for \(Self.seconds(settings.silence))")
                 continue
             }
+            if viewer.congestions > noted[viewer.id, default: 0] {
+                noted[viewer.id] = viewer.congestions
+                note("whep: \(viewer.node): a viewer (\(replyTo[viewer.id]?.description ?? "?")) lost \(Int(viewer.loss * 100)) % of the video: its pictures skip to the next keyframe")
+            }
             if viewer.wantsKeyframe, viewer.isConnected {
                 viewer.wantsKeyframe = false
                 asks.insert(viewer.node)
@@ -345,6 +354,7 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
         byUfrag[viewer.localUfrag] = nil
         byAddress = byAddress.filter { $0.value !== viewer }
         replyTo[viewer.id] = nil
+        noted[viewer.id] = nil
         inbox.withLock { inbox in
             guard let was = inbox.alive.removeValue(forKey: viewer.id) else { return }
             if was.connected { inbox.tallies[viewer.node, default: Tally()].connected -= 1 } else { inbox.tallies[viewer.node, default: Tally()].connecting -= 1 }

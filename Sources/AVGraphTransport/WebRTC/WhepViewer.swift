@@ -50,6 +50,8 @@ package final class WhepViewer {
     package private(set) var misbehaving: String?
     package private(set) var dropped: [String: Int] = [:]
     package private(set) var picturesSkipped = 0, retransmitted = 0, nacksRefused = 0, sendFailures = 0
+    /// Times its reports said it lost a tenth of the video (its pictures then skipped to a keyframe).
+    package private(set) var congestions = 0
     /// Fraction of video lost, as its last report said (0...1), and the round trip from its reports.
     package private(set) var loss = 0.0
     package private(set) var roundTrip: Double?
@@ -221,6 +223,7 @@ package final class WhepViewer {
                 // picture is useless to it, so it waits for the next keyframe (and says it wants one).
                 if loss >= 0.1, !congested {
                     congested = true
+                    congestions += 1
                     tracks[0]!.waitingKeyframe = true
                 } else if loss < 0.02 {
                     congested = false
