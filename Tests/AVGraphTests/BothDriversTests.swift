@@ -28,6 +28,7 @@ final class BothDriversTests: XCTestCase {
         "whip": "needs a WebRTC publisher connecting over the network at wall-clock times (WhipTests)",
         "rtmp sink": "what comes out is on a server (LiveSinkTests, with nginx-rtmp)",
         "srt sink": "what comes out is on a server (LiveSinkTests, with srt-live-transmit)",
+        "whep": "what comes out goes to WebRTC viewers over the network (WhepTests)",
         "h265": "x265's rate control runs across its frame threads as they finish: two encodes of the same pictures differ in bytes "
             + "(seen: 3447 against 3554 bytes at the third picture); HevcPassthroughTests and ConformanceTests check it",
     ]

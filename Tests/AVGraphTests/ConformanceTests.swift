@@ -63,6 +63,8 @@ final class ConformanceTests: XCTestCase {
             "null": .init(t("null"), inputs: [raw, app]),
             "file sink": .init(registry.resolve("file", hasInputs: true)!, options: "path: \(dir)/out.mp4, overwrite: true", inputs: [v, a]),
             "clips": .init(t("clips"), inputs: [v, a]),
+            // In a harness there is no --http server: it takes its packets and sends them nowhere.
+            "whep": .init(t("whep"), inputs: [v]),
             // Renditions for HLS come from encoders with keyframes at fixed times (2 s at the default gop).
             "hls": .init(t("hls"), options: "path: \(dir)/hls/master.m3u8, overwrite: true", inputs: [try encoded(h264Options: ", keyframes: fixed").video, a]),
             "rtmp sink": .init(registry.resolve("rtmp", hasInputs: true)!, options: "url: rtmp://127.0.0.1:\(nowhere)/live/x, \(unreachable)",
