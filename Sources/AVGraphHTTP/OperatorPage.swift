@@ -25,6 +25,7 @@ __FAVICON__
   h2 { font-size: .95em; margin: 0 0 .5em; color: #aab; text-transform: uppercase; letter-spacing: .05em; }
   #preview, #live { width: 100%; background: #000; display: block; min-height: 180px; }
   #live-info { margin: .4em 0 0; }
+  [hidden] { display: none !important; }
   .meter { display: grid; grid-template-columns: 6em 1fr 5em; align-items: center; gap: .5em; margin: .3em 0; }
   .bar { height: .9em; background: #30343a; border-radius: .2em; overflow: hidden; }
   .fill { height: 100%; width: 0; background: linear-gradient(90deg, #3c9 0%, #3c9 70%, #ec3 85%, #e44 100%); }

@@ -203,7 +203,7 @@ FRAME = """const v = document.getElementById('live'); if (v.hidden || !v.videoWi
 try:
     d.get(url)
     out["playing"] = until(lambda: d.execute_script("const v = document.getElementById('live'); return !v.hidden && v.currentTime > 1"), 15)
-    out["preview_hidden"] = d.execute_script("return document.getElementById('preview').hidden")
+    out["preview_hidden"] = d.execute_script("return getComputedStyle(document.getElementById('preview')).display === 'none'")
     first = d.execute_script(FRAME)
     time.sleep(1)
     out["frames"] = [first, d.execute_script(FRAME)]
