@@ -455,8 +455,9 @@ async function watchLive(g) {
   pc.addTransceiver("audio", { direction: "recvonly" });
   const stream = new MediaStream();
   const video = $("live");
-  pc.ontrack = (e) => { stream.addTrack(e.track); video.srcObject = stream; };
-  video.onplaying = () => { video.hidden = false; $("preview").hidden = true; $("live-info").hidden = false; };
+  // Shown as its media arrive (a video never shown is never played); the preview goes once it plays.
+  pc.ontrack = (e) => { stream.addTrack(e.track); video.srcObject = stream; video.hidden = false; };
+  video.onplaying = () => { $("preview").hidden = true; $("live-info").hidden = false; };
   pc.onconnectionstatechange = () => {
     if (pc.connectionState === "failed" || pc.connectionState === "closed") {
       video.hidden = true; $("preview").hidden = false; $("live-info").hidden = true; live = null;

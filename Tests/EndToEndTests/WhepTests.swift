@@ -67,7 +67,7 @@ final class WhepTests: XCTestCase {
         _ = run.waitForExit(timeout: 20)
     }
 
-    /// aiortc watches while 1000 offers that never connect come and go, and a stranger sends
+    /// aiortc watches while 1030 offers that never connect come and go (past 1024 connecting, 503), and a stranger sends
     /// garbage to the media port: it decodes every picture.
     func testAiortcWatchesEveryPicturePastAbandonedOffersAndGarbage() throws {
         let dir = CLI.scratch(), port = try LoopbackPort.free()
@@ -88,7 +88,7 @@ import http.client, re, socket, sys
 port, token, offer = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 c = http.client.HTTPConnection("127.0.0.1", port)
 statuses, media = {}, None
-for i in range(1000):
+for i in range(1030):
     c.request("POST", "/whep/out", body=offer, headers={"Content-Type": "application/sdp", "Authorization": "Bearer " + token})
     r = c.getresponse(); body = r.read().decode()
     statuses[r.status] = statuses.get(r.status, 0) + 1
@@ -98,19 +98,21 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for i in range(1000): s.sendto(bytes([0x80 + i % 64]) + b"garbage" * 20, ("127.0.0.1", media))
 print(statuses, media)
 """#, String(port), Self.token, Self.viewerOffer()])
-        print("whep: 1000 abandoned offers: \(flood)")
-        XCTAssertTrue(flood.hasPrefix("{201: 1000}"), flood)
+        let flooded = Date()
+        print("whep: 1030 abandoned offers: \(flood)")
+        XCTAssertTrue(flood.hasPrefix("{201: 1024, 503: 6}"), "1024 viewers may be connecting at once; past that, 503: \(flood)")
         viewer.waitUntilExit()
         let result = try XCTUnwrap(try JSONSerialization.jsonObject(with: pipe.fileHandleForReading.readDataToEndOfFile()) as? [String: Any])
         print("whep aiortc: \(result)")
         XCTAssertGreaterThanOrEqual(result["pictures"] as? Int ?? 0, 20 * 30 * 97 / 100, "every picture of 20 s decoded")
         XCTAssertGreaterThanOrEqual(result["audio_frames"] as? Int ?? 0, 20 * 50 * 9 / 10, "the Opus decoded")
         XCTAssertEqual(result["width"] as? Int, 640)
-        // The offers are released 10 s after they came, the garbage counted once.
+        // The offers are released 10 s after they came (a new one is taken again), the garbage counted once.
         XCTAssertTrue(ServeTests.waitFor(timeout: 15) { run.stderr.contains("whep: dropped") }, run.stderr)
+        Thread.sleep(forTimeInterval: max(0, 11 - Date().timeIntervalSince(flooded)))
         let again = try CLI.shell(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Content-Type: application/sdp",
                                    "-H", "Authorization: Bearer \(Self.token)", "--data-binary", Self.viewerOffer(), url])
-        XCTAssertEqual(again, "201", "room for new viewers once the abandoned offers are released")
+        XCTAssertEqual(again, "201", "room for new viewers once the abandoned offers are released (10 s)")
         run.process.interrupt()
         _ = run.waitForExit(timeout: 20)
     }
@@ -135,7 +137,7 @@ print(statuses, media)
     /// each picture (the publisher paces its tags in real time from a clock it writes down).
     func testPassthroughToChromiumWithTheCardSpliced() throws {
         let dir = CLI.scratch(), port = try LoopbackPort.free(), http = try LoopbackPort.free()
-        try Self.markedClip(dir + "/marks.mp4", seconds: 30)
+        try Self.markedClip(dir + "/marks.mp4", seconds: 42)
         _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-i", dir + "/marks.mp4", "-c", "copy", dir + "/phone.flv"])
         CLI.write("""
             pipeline: phone
@@ -161,7 +163,7 @@ print(statuses, media)
         let timestamps = try CLI.shell(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "packet=pts", "-of", "csv=p=0", dir + "/phone.flv"])
             .split(separator: "\n").compactMap { Double($0) }
         let due = try XCTUnwrap(Double(String(contentsOfFile: dir + "/clock", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))) * 1000
-        let out = try CLI.shell([CLI.packageRoot + "/scripts/whep-chromium", "--url", "http://127.0.0.1:\(http)/whep/out", "--token", Self.token, "--seconds", "20"])
+        let out = try CLI.shell([CLI.packageRoot + "/scripts/whep-chromium", "--url", "http://127.0.0.1:\(http)/whep/out", "--token", Self.token, "--seconds", "30"])
         let watched = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
         let pictures = try XCTUnwrap(watched["pictures"] as? [[Double]])
         let latencies = pictures.compactMap { p in timestamps.indices.contains(Int(p[0])) ? p[1] - (due + timestamps[Int(p[0])]) : nil }
@@ -172,7 +174,7 @@ print(statuses, media)
         print(String(format: "whep passthrough chromium: %d phone pictures, %d card pictures, %dx%d; from the phone's send to the screen p50 %.0f ms, p95 %.0f ms",
                      pictures.count, card, watched["width"] as? Int ?? 0, watched["height"] as? Int ?? 0,
                      Self.quantile(latencies, 0.5), Self.quantile(latencies, 0.95)))
-        XCTAssertGreaterThanOrEqual(pictures.count + card, 20 * 30 * 9 / 10, "20 s of pictures shown")
+        XCTAssertGreaterThanOrEqual(pictures.count + card, 30 * 30 * 9 / 10, "30 s of pictures shown")
         XCTAssertGreaterThanOrEqual(card, 60, "the card's 3 s shown (pictures without the pattern)")
         XCTAssertEqual(watched["width"] as? Int, 640, "the phone's size, as it came")
         XCTAssertLessThan(Self.quantile(latencies, 0.5), 500)
@@ -180,7 +182,7 @@ print(statuses, media)
         XCTAssertEqual(run.waitForExit(timeout: 30), 0, run.stderr)
         let passthrough = try XCTUnwrap(run.events.first { $0["event"] as? String == "passthrough" && $0["node"] as? String == "video" })
         print("whep passthrough: \(passthrough)")
-        XCTAssertGreaterThan(passthrough["passed"] as? Int ?? 0, 600, "the phone's pictures sent on as they came")
+        XCTAssertGreaterThan(passthrough["passed"] as? Int ?? 0, 1000, "the phone's pictures sent on as they came")
         XCTAssertGreaterThan(passthrough["encoded"] as? Int ?? 0, 60, "the card encoded")
     }
 
