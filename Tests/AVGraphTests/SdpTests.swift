@@ -97,6 +97,20 @@ final class SdpTests: XCTestCase {
         XCTAssertFalse(answer.sdp.contains("a=fmtp:102"))
     }
 
+    /// `a=extmap:/DIR URI` names no id: the transport-wide extension is not taken, and nothing traps
+    /// (`scripts/fuzz sdp` found it: Fuzz/corpus/sdp/extmap-without-id.sdp).
+    func testAnExtmapWithoutAnIdIsPassedOver() throws {
+        for bad in ["/sendrecv", "/", "x/recvonly", "15"] {
+            let offer = Self.chromiumOffer.replacingOccurrences(of: "a=extmap:3 http://www.ietf.org/id/draft-holmer", with: "a=extmap:\(bad) http://www.ietf.org/id/draft-holmer")
+            let answer = try WebRtcAnswer(offer: .parse(offer), local: Self.local, sessionID: 1)
+            XCTAssertTrue(answer.chosen.allSatisfy { $0.transportWide == nil }, "\(bad): \(answer.chosen)")
+        }
+        let good = try WebRtcAnswer(offer: .parse(Self.chromiumOffer.replacingOccurrences(of: "a=extmap:3 http://www.ietf.org/id/draft-holmer",
+                                                                                            with: "a=extmap:3/sendrecv http://www.ietf.org/id/draft-holmer")),
+                                    local: Self.local, sessionID: 1)
+        XCTAssertEqual(good.chosen.last?.transportWide, 3, "an id with a direction after it is taken")
+    }
+
     func testRefusalsNameWhatIsWrong() throws {
         func refusal(_ sdp: String) -> WebRtcAnswer.Refusal? {
             do { _ = try WebRtcAnswer(offer: SessionDescription.parse(sdp), local: Self.local, sessionID: 1); return nil } catch let r as WebRtcAnswer.Refusal { return r } catch { return nil }

@@ -36,7 +36,9 @@ package struct WebRtcAnswer: Sendable {
     static func transportWideID(_ m: MediaDescription) -> UInt8? {
         for value in m.attributes.filter({ $0.name == "extmap" }).compactMap(\.value) {
             let parts = value.split(separator: " ")
-            guard parts.count >= 2, parts[1] == transportWideURI, let id = UInt8(parts[0].split(separator: "/")[0]), (1...14).contains(id) else { continue }
+            // `a=extmap:/DIR URI` has no id before its slash: split gives nothing there to index.
+            guard parts.count >= 2, parts[1] == transportWideURI, let text = parts[0].split(separator: "/", omittingEmptySubsequences: false).first,
+                  let id = UInt8(text), (1...14).contains(id) else { continue }
             return id
         }
         return nil
