@@ -84,13 +84,25 @@ public final class HTTPService: Sendable {
             return .text(400, "400: an HTTP/1.1 request needs a Host header\n")
         }
         // A browser says where a request comes from; a command must come from this server's own page.
-        // WHEP is the exception: a viewer's bearer token is no ambient authority, and players live on other origins.
-        if head.method != .GET && head.method != .HEAD, !head.uri.hasPrefix("/whep/"), let origin = head.headers.first(name: "origin"),
+        // WHEP's resources are the exception: a viewer's bearer token is no ambient authority, and players live on other origins.
+        if head.method != .GET && head.method != .HEAD, !Self.isWhepResource(head.uri), let origin = head.headers.first(name: "origin"),
            !HTTPNames.sameOrigin(origin, host: hosts.first ?? "", scheme: scheme) {
             return .text(403, "403: a command from a page of another origin is refused\n")
         }
         if oversized { return .text(413, "413: the body is over \(limits.body / 1024) KB\n") }
         return nil
+    }
+}
+
+extension HTTPService {
+    /// A WHEP resource, `/whep/NODE` or `/whep/NODE/session/ID` (a query after it): what a player on
+    /// another origin may POST, PATCH and DELETE. Exactly that shape: no empty, `.` or `..` segment,
+    /// so no other route is reached by a path that starts like one.
+    package static func isWhepResource(_ uri: String) -> Bool {
+        let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3 || (parts.count == 5 && parts[3] == "session"), parts[0].isEmpty, parts[1] == "whep" else { return false }
+        return parts.dropFirst(2).allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." && !$0.contains("%") }
     }
 }
 

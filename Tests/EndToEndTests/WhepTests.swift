@@ -266,6 +266,12 @@ print(json.dumps(out))
         let commands = try curl(["-X", "POST", "-H", "Origin: https://player.example", "-H", "X-Avgraph-Token: \(Self.token)", "--data-binary", "{}",
                                  "http://127.0.0.1:\(port)/api/ctl"])
         XCTAssertEqual(commands.status, 403, "the page's commands still refuse other origins")
+        // Only WHEP's own resources take other origins, not a path that merely starts like one (found by scripts/fuzz http).
+        for path in ["/whep//api/ctl", "/whep/out/../../api/ctl", "/whep/out/session/x/y"] {
+            let sneaky = try curl(["--path-as-is", "-X", "POST", "-H", "Origin: https://player.example", "-H", "X-Avgraph-Token: \(Self.token)",
+                                   "--data-binary", "{\"cmd\":\"pause\"}", "http://127.0.0.1:\(port)" + path])
+            XCTAssertEqual(sneaky.status, 403, path)
+        }
         run.process.interrupt()
         _ = run.waitForExit(timeout: 20)
     }
