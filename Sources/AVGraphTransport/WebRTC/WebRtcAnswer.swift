@@ -65,29 +65,15 @@ package struct WebRtcAnswer: Sendable {
 
     /// `taking`: the video codecs to accept (a receiver without a depacketizer for one takes fewer).
     package init(offer: SessionDescription, local: Local, sessionID: UInt64, taking video: Set<String> = videoCodecs) throws(Refusal) {
-        let sections = offer.media.filter { $0.kind == "audio" || $0.kind == "video" }
-        guard !sections.isEmpty else { throw .malformed("the offer has no audio or video section") }
-        guard let first = sections.first, let ufrag = offer.attribute("ice-ufrag", in: first), let pwd = offer.attribute("ice-pwd", in: first) else {
-            throw .malformed("the offer has no a=ice-ufrag/a=ice-pwd")
-        }
-        guard let fingerprint = offer.attribute("fingerprint", in: first), fingerprint.lowercased().hasPrefix("sha-256 ") else {
-            throw .malformed("the offer has no a=fingerprint:sha-256")
-        }
-        let setup = offer.attribute("setup", in: first) ?? "actpass"
-        guard ["actpass", "active", "passive"].contains(setup) else { throw .malformed("a=setup:\(setup) is not actpass, active or passive") }
-        let role: DtlsSession.Role = setup == "passive" ? .client : .server
-        let bundle = offer.bundle
+        let peer = try WebRtcOffer(offer)
         var chosen: [Chosen] = []
         var body: [String] = []
         for m in offer.media {
-            guard let mid = m.mid else { throw .malformed("a media section without a=mid") }
-            guard bundle.contains(mid) else { throw .malformed("media section '\(mid)' is not in a=group:BUNDLE (avgraph takes BUNDLE only)") }
-            guard m.kind == "audio" || m.kind == "video" else {
-                body += ["m=\(m.kind) 0 \(m.proto)", "c=IN IP4 0.0.0.0", "a=mid:\(mid)", "a=inactive"]
+            let (mid, inactive) = try peer.section(m)
+            if let inactive {
+                body += inactive
                 continue
             }
-            guard m.proto == "UDP/TLS/RTP/SAVPF" || m.proto == "UDP/TLS/RTP/SAVP" else { throw .malformed("media section '\(mid)': \(m.proto) is not DTLS-SRTP over UDP") }
-            guard m.has("rtcp-mux") else { throw .malformed("media section '\(mid)' has no a=rtcp-mux (avgraph takes rtcp-mux only)") }
             guard let c = Self.pick(m, video: video) else {
                 let offered = m.formats.compactMap { m.codecs[$0].map { "\($0.name)/\($0.clockRate)" } }
                 throw .noCodec("no \(m.kind) codec avgraph decodes in section '\(mid)' (offered: \(offered.joined(separator: ", ")); takes \(m.kind == "audio" ? "opus/48000/2" : Self.named(video)))")
@@ -95,17 +81,17 @@ package struct WebRtcAnswer: Sendable {
             let offered = m.attributes.filter { $0.name == "rtcp-fb" }.compactMap(\.value)
             let transportWide = offered.contains("\(c.pt) transport-cc") ? Self.transportWideID(m) : nil
             chosen.append(Chosen(kind: m.kind, mid: mid, payloadType: c.pt, codec: c.codec, parameters: m.parameters[c.pt] ?? [:], transportWide: transportWide))
-            body += Self.section(m, mid: mid, pt: c.pt, codec: c.codec, local: local, setup: role == .server ? "passive" : "active")
+            body += Self.section(m, mid: mid, pt: c.pt, codec: c.codec, local: local, setup: peer.answerSetup)
         }
         var lines = ["v=0", "o=avgraph \(sessionID) 2 IN IP4 127.0.0.1", "s=-", "t=0 0",
                      "a=group:BUNDLE \(offer.media.compactMap(\.mid).joined(separator: " "))", "a=ice-lite"]
         lines += body
         sdp = lines.joined(separator: "\r\n") + "\r\n"
         self.chosen = chosen
-        remoteUfrag = ufrag
-        remotePassword = pwd
-        remoteFingerprint = String(fingerprint.dropFirst("sha-256 ".count))
-        dtlsRole = role
+        remoteUfrag = peer.ufrag
+        remotePassword = peer.password
+        remoteFingerprint = peer.fingerprint
+        dtlsRole = peer.role
     }
 
     private static func named(_ codecs: Set<String>) -> String {

@@ -100,3 +100,65 @@ enum WebRtcUdpSocket {
         return (try resolve(host), advertisedPort)
     }
 }
+
+/// The loop a WebRTC port's thread runs (the WHIP listener's, the WHEP hub's): wait for a
+/// datagram or a wake, take every datagram waiting, and count what came from nobody it knows,
+/// said at most every 10 s so a flood costs one line.
+struct WebRtcPortLoop {
+    let fd: Int32
+    private var buffer = [UInt8](repeating: 0, count: 2048)
+    private var strangers = 0, reported = 0
+    private var lastNote = -Double.infinity
+
+    init(fd: Int32) { self.fd = fd }
+
+    /// Waits up to 10 ms for a datagram on the port or a byte on `wake`; true when woken.
+    func wait(wake: Int32) -> Bool {
+        var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 2, 10)
+        return fds[1].revents != 0
+    }
+
+    /// Every datagram waiting (at most 512 a turn, so the timers run), each with its sender.
+    mutating func receiveWaiting(_ body: ([UInt8], UdpPeer) -> Void) {
+        for _ in 0..<512 {
+            var from = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let n = withUnsafeMutablePointer(to: &from) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT), $0, &length) }
+            }
+            guard n > 0 else { return }
+            guard let peer = UdpPeer(from) else { continue }
+            body(Array(buffer[..<n]), peer)
+        }
+    }
+
+    /// `length` bytes at `bytes` to `peer` from the port `fd`, without waiting: whether the kernel took them whole.
+    @discardableResult
+    static func send(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ length: Int, to peer: UdpPeer) -> Bool {
+        peer.withSockaddr { address, size in sendto(fd, bytes, length, Int32(MSG_DONTWAIT), address, size) } == length
+    }
+
+    mutating func countStrangers(_ count: Int) { strangers += count }
+
+    /// Datagrams from strangers not yet said, when it is time to say them.
+    mutating func strangersToSay(now: Double) -> Int? {
+        guard strangers > reported, now - lastNote >= 10 else { return nil }
+        defer { reported = strangers; lastNote = now }
+        return strangers - reported
+    }
+
+    /// Random letters and digits (ICE's ufrag and password, session ids).
+    static func token(_ count: Int) -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        var generator = SystemRandomNumberGenerator()
+        return String((0..<count).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] })
+    }
+
+    /// The local ufrag a STUN check's USERNAME names (`LOCAL:REMOTE`): which session it is for.
+    static func checkedUfrag(_ datagram: [UInt8]) -> String? {
+        guard StunMessage.looksLikeStun(datagram), let message = try? StunMessage.parse(datagram),
+              let user = message.first(StunAttribute.username)?.text, let ufrag = user.split(separator: ":").first else { return nil }
+        return String(ufrag)
+    }
+}

@@ -37,30 +37,16 @@ package struct WhepAnswer: Sendable {
 
     package init(offer: SessionDescription, local: WebRtcAnswer.Local, sessionID: UInt64, sending: [Outgoing],
                  streamName: String) throws(WebRtcAnswer.Refusal) {
-        let sections = offer.media.filter { $0.kind == "audio" || $0.kind == "video" }
-        guard !sections.isEmpty else { throw .malformed("the offer has no audio or video section") }
-        guard let first = sections.first, offer.attribute("ice-ufrag", in: first) != nil, offer.attribute("ice-pwd", in: first) != nil else {
-            throw .malformed("the offer has no a=ice-ufrag/a=ice-pwd")
-        }
-        guard let fingerprint = offer.attribute("fingerprint", in: first), fingerprint.lowercased().hasPrefix("sha-256 ") else {
-            throw .malformed("the offer has no a=fingerprint:sha-256")
-        }
-        let setup = offer.attribute("setup", in: first) ?? "actpass"
-        guard ["actpass", "active", "passive"].contains(setup) else { throw .malformed("a=setup:\(setup) is not actpass, active or passive") }
-        let role: DtlsSession.Role = setup == "passive" ? .client : .server
-        let bundle = offer.bundle
+        let peer = try WebRtcOffer(offer)
         var chosen: [Chosen] = []
         var body: [String] = []
         var unfilled: [String] = []
         for m in offer.media {
-            guard let mid = m.mid else { throw .malformed("a media section without a=mid") }
-            guard bundle.contains(mid) else { throw .malformed("media section '\(mid)' is not in a=group:BUNDLE (avgraph takes BUNDLE only)") }
-            guard m.kind == "audio" || m.kind == "video" else {
-                body += ["m=\(m.kind) 0 \(m.proto)", "c=IN IP4 0.0.0.0", "a=mid:\(mid)", "a=inactive"]
+            let (mid, inactive) = try peer.section(m)
+            if let inactive {
+                body += inactive
                 continue
             }
-            guard m.proto == "UDP/TLS/RTP/SAVPF" || m.proto == "UDP/TLS/RTP/SAVP" else { throw .malformed("media section '\(mid)': \(m.proto) is not DTLS-SRTP over UDP") }
-            guard m.has("rtcp-mux") else { throw .malformed("media section '\(mid)' has no a=rtcp-mux (avgraph takes rtcp-mux only)") }
             let receives = !(m.has("sendonly") || m.has("inactive"))
             guard receives, let out = sending.first(where: { $0.kind == m.kind }), !chosen.contains(where: { $0.kind == m.kind }),
                   let pt = Self.pick(m, out) else {
@@ -68,13 +54,13 @@ package struct WhepAnswer: Sendable {
                     let offered = m.formats.compactMap { pt in m.codecs[pt].map { "\($0.name)/\($0.clockRate)" + (m.parameters[pt]?["profile-level-id"].map { " \($0)" } ?? "") } }
                     unfilled.append("section '\(mid)' offers \(offered.joined(separator: ", ")), not \(out.codec == "opus" ? "opus/48000/2" : "H.264 packetization-mode 1")")
                 }
-                body += Self.section(m, mid: mid, pt: nil, out: nil, local: local, setup: role == .server ? "passive" : "active", stream: streamName)
+                body += Self.section(m, mid: mid, pt: nil, out: nil, local: local, setup: peer.answerSetup, stream: streamName)
                 continue
             }
             let feedback = Set(m.attributes.filter { $0.name == "rtcp-fb" }.compactMap(\.value).filter { $0.hasPrefix("\(pt) ") }.map { String($0.dropFirst("\(pt) ".count)) })
             chosen.append(Chosen(kind: m.kind, mid: mid, payloadType: pt, ssrc: out.ssrc,
                                  nack: feedback.contains("nack"), pli: feedback.contains("nack pli"), fir: feedback.contains("ccm fir")))
-            body += Self.section(m, mid: mid, pt: pt, out: out, local: local, setup: role == .server ? "passive" : "active", stream: streamName)
+            body += Self.section(m, mid: mid, pt: pt, out: out, local: local, setup: peer.answerSetup, stream: streamName)
         }
         guard !chosen.isEmpty else {
             throw .noCodec(unfilled.isEmpty ? "the offer receives nothing avgraph sends (it sends \(sending.map(\.kind).joined(separator: " and ")))"
@@ -85,8 +71,8 @@ package struct WhepAnswer: Sendable {
         lines += body
         sdp = lines.joined(separator: "\r\n") + "\r\n"
         self.chosen = chosen
-        remoteFingerprint = String(fingerprint.dropFirst("sha-256 ".count))
-        dtlsRole = role
+        remoteFingerprint = peer.fingerprint
+        dtlsRole = peer.role
     }
 
     /// The offer's payload type for `out`: Opus at 48 kHz; H.264 in mode 1, the format whose

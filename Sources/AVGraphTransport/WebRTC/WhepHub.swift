@@ -36,13 +36,9 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
 
     /// What a sink reads back: its viewers now, those ever connected, and what was done for them.
     package struct Tally: Sendable, Equatable {
-        package var connected = 0, connecting = 0, served = 0
-        package var keyframesAsked = 0, retransmitted = 0, picturesSkipped = 0, released = 0
-        /// The last viewer's first picture, seconds after its offer.
+        package var connected = 0, served = 0
+        /// The newest viewer's first picture, seconds after its offer.
         package var lastFirstPicture: Double?
-        package var worstLoss = 0.0
-        /// Retransmissions for viewers already gone (kept so the total does not fall).
-        package var retransmittedGone = 0
         package init() {}
     }
 
@@ -78,10 +74,10 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
     private var byUfrag: [String: WhepViewer] = [:]
     private var byAddress: [UdpPeer: WhepViewer] = [:]
     private var replyTo: [String: UdpPeer] = [:]
-    private var droppedStrangers = 0, reportedStrangers = 0
     /// Each viewer's congestions already said.
     private var noted: [String: Int] = [:]
-    private var lastStrangerNote = 0.0
+    /// Viewers whose first picture went into their sink's tally.
+    private var firstSeen: Set<String> = []
     /// Where each packet is written and protected before it is sent: one buffer, no allocation per packet.
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
     /// Packets queued for the hub's thread at most; past it the oldest go (every viewer then sees the gap).
@@ -163,8 +159,8 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
         if state.pending >= settings.handshakes { return Reply(status: 503, body: "too many viewers are connecting\n") }
         let parsed: SessionDescription
         do { parsed = try SessionDescription.parse(text) } catch { return Reply(status: 400, body: "the offer is not SDP: \(error)\n") }
-        let local = WebRtcAnswer.Local(ufrag: Self.token(8), password: Self.token(24), fingerprint: certificate.fingerprint, candidates: candidates)
-        let id = Self.token(16)
+        let local = WebRtcAnswer.Local(ufrag: WebRtcPortLoop.token(8), password: WebRtcPortLoop.token(24), fingerprint: certificate.fingerprint, candidates: candidates)
+        let id = WebRtcPortLoop.token(16)
         do {
             let answer = try WhepAnswer(offer: parsed, local: local, sessionID: UInt64.random(in: 1...UInt64(Int64.max)),
                                         sending: [broadcast.video, broadcast.audio].compactMap { $0 }, streamName: "avgraph-\(node)")
@@ -172,7 +168,6 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
             inbox.withLock {
                 $0.incoming.append(Handed(viewer: viewer))
                 $0.alive[id] = (node, false)
-                $0.tallies[node, default: Tally()].connecting += 1
             }
             poke()
             return Reply(status: 201, headers: ["Content-Type": "application/sdp", "Location": "\(sessionPath)/\(id)"], body: answer.sdp)
@@ -205,33 +200,22 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
     // MARK: The hub's thread
 
     package override func run() {
-        var buffer = [UInt8](repeating: 0, count: 2048)
+        var port = WebRtcPortLoop(fd: udp)
         var lastTick = 0.0
         while !isStopped {
-            var fds = [pollfd(fd: udp, events: Int16(POLLIN), revents: 0), pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)]
-            _ = poll(&fds, 2, 10)
-            if fds[1].revents != 0 { drainWake() }
+            if port.wait(wake: wake[0]) { drainWake() }
             adopt()
-            for _ in 0..<512 {
-                var from = sockaddr_storage()
-                var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                let n = withUnsafeMutablePointer(to: &from) { p in
-                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(udp, &buffer, buffer.count, Int32(MSG_DONTWAIT), $0, &length) }
-                }
-                guard n > 0 else { break }
-                guard let peer = UdpPeer(from) else { continue }
-                receive(Array(buffer[..<n]), from: peer)
-            }
+            var strangers = 0
+            port.receiveWaiting { if !receive($0, from: $1) { strangers += 1 } }
+            port.countStrangers(strangers)
             distribute()
             let now = Monotonic.now
             if now - lastTick >= 0.01 {
                 lastTick = now
                 tick(now)
             }
-            if droppedStrangers > reportedStrangers, now - lastStrangerNote >= 10 {
-                note("whep: dropped \(droppedStrangers - reportedStrangers) datagrams from addresses of no viewer (garbage, a stranger, or a viewer already gone)")
-                reportedStrangers = droppedStrangers
-                lastStrangerNote = now
+            if let count = port.strangersToSay(now: now) {
+                note("whep: dropped \(count) datagrams from addresses of no viewer (garbage, a stranger, or a viewer already gone)")
             }
         }
         viewers.removeAll()
@@ -273,42 +257,38 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
                 guard let peer = replyTo[viewer.id] else { continue }
                 for packet in batch.packets {
                     guard let length = viewer.send(packet, kind: batch.kind, now: now, into: scratch) else { continue }
-                    let sent = peer.withSockaddr { address, size in sendto(udp, scratch.baseAddress, length, Int32(MSG_DONTWAIT), address, size) }
-                    if sent != length { viewer.noteSendFailure() }
+                    // A datagram the kernel refuses is a lost packet to the viewer: its NACK or its next keyframe mends it.
+                    WebRtcPortLoop.send(udp, scratch.baseAddress, length, to: peer)
                 }
             }
         }
     }
 
-    private func receive(_ datagram: [UInt8], from peer: UdpPeer) {
+    /// Whether the datagram was some session's (false: from a stranger).
+    private func receive(_ datagram: [UInt8], from peer: UdpPeer) -> Bool {
         let address = WhipListener.address(peer)
         var viewer = byAddress[peer]
-        if viewer == nil, StunMessage.looksLikeStun(datagram), let message = try? StunMessage.parse(datagram),
-           let user = message.first(StunAttribute.username)?.text, let ufrag = user.split(separator: ":").first {
-            viewer = byUfrag[String(ufrag)]
-        }
-        guard let viewer else {
-            droppedStrangers += 1
-            return
-        }
+        if viewer == nil, let ufrag = WebRtcPortLoop.checkedUfrag(datagram) { viewer = byUfrag[ufrag] }
+        guard let viewer else { return false }
         let wasConnected = viewer.isConnected
         let replies = viewer.receive(datagram, from: address, now: Monotonic.now)
         if byAddress[peer] == nil, viewer.proves(address) { byAddress[peer] = viewer }
         if viewer.address == address { replyTo[viewer.id] = peer }
-        for reply in replies { _ = send(reply, to: peer) }
+        for reply in replies { send(reply, to: peer) }
         if !wasConnected, viewer.isConnected {
             inbox.withLock { inbox in
                 inbox.alive[viewer.id]?.connected = true
-                inbox.tallies[viewer.node, default: Tally()].connecting -= 1
                 inbox.tallies[viewer.node, default: Tally()].connected += 1
                 inbox.tallies[viewer.node, default: Tally()].served += 1
             }
         }
+        return true
     }
 
     private func tick(_ now: Double) {
         let unixNow = Date().timeIntervalSince1970
         var asks: Set<String> = []
+        var firstPictures: [String: Double] = [:]
         for viewer in viewers.values {
             if let failure = viewer.failure { release(viewer, why: "its handshake failed: \(failure)"); continue }
             if let why = viewer.misbehaving { release(viewer, why: why); continue }
@@ -328,23 +308,13 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
                 viewer.wantsKeyframe = false
                 asks.insert(viewer.node)
             }
+            if let first = viewer.firstPictureAt, firstSeen.insert(viewer.id).inserted { firstPictures[viewer.node] = first }
             let out = viewer.tick(now: now, unixNow: unixNow)
-            if let peer = replyTo[viewer.id] { for d in out { _ = send(d, to: peer) } }
+            if let peer = replyTo[viewer.id] { for d in out { send(d, to: peer) } }
         }
-        // Refreshed every tick: what the sinks report.
-        let live = viewers.values
         inbox.withLock { inbox in
             for node in asks { inbox.broadcasts[node]?.keyframes?.request() }
-            for (node, _) in inbox.tallies {
-                let mine = live.filter { $0.node == node }
-                inbox.tallies[node]!.keyframesAsked += asks.contains(node) ? 1 : 0
-                inbox.tallies[node]!.retransmitted = mine.reduce(0) { $0 + $1.retransmitted } + (inbox.tallies[node]!.retransmittedGone)
-                inbox.tallies[node]!.picturesSkipped = mine.reduce(0) { $0 + $1.picturesSkipped }
-                inbox.tallies[node]!.worstLoss = mine.map(\.loss).max() ?? 0
-                if let first = mine.filter({ $0.firstPictureAt != nil }).max(by: { $0.created < $1.created })?.firstPictureAt {
-                    inbox.tallies[node]!.lastFirstPicture = first
-                }
-            }
+            for (node, seconds) in firstPictures { inbox.tallies[node, default: Tally()].lastFirstPicture = seconds }
         }
     }
 
@@ -355,17 +325,14 @@ package final class WhepHub: PublisherListener, @unchecked Sendable {
         byAddress = byAddress.filter { $0.value !== viewer }
         replyTo[viewer.id] = nil
         noted[viewer.id] = nil
+        firstSeen.remove(viewer.id)
         inbox.withLock { inbox in
             guard let was = inbox.alive.removeValue(forKey: viewer.id) else { return }
-            if was.connected { inbox.tallies[viewer.node, default: Tally()].connected -= 1 } else { inbox.tallies[viewer.node, default: Tally()].connecting -= 1 }
-            inbox.tallies[viewer.node, default: Tally()].released += 1
-            inbox.tallies[viewer.node, default: Tally()].retransmittedGone += viewer.retransmitted
+            if was.connected { inbox.tallies[viewer.node, default: Tally()].connected -= 1 }
         }
     }
 
-    @discardableResult
-    private func send(_ bytes: [UInt8], to peer: UdpPeer) -> Bool {
-        let sent = peer.withSockaddr { address, length in bytes.withUnsafeBytes { sendto(udp, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT), address, length) } }
-        return sent == bytes.count
+    private func send(_ bytes: [UInt8], to peer: UdpPeer) {
+        _ = bytes.withUnsafeBytes { WebRtcPortLoop.send(udp, $0.baseAddress, $0.count, to: peer) }
     }
 }

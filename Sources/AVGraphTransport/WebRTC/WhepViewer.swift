@@ -48,13 +48,10 @@ package final class WhepViewer {
     package private(set) var failure: String?
     /// Why it should go (a NACK flood, garbage): the hub drops it.
     package private(set) var misbehaving: String?
-    package private(set) var dropped: [String: Int] = [:]
-    package private(set) var picturesSkipped = 0, retransmitted = 0, nacksRefused = 0, sendFailures = 0
     /// Times its reports said it lost a tenth of the video (its pictures then skipped to a keyframe).
     package private(set) var congestions = 0
-    /// Fraction of video lost, as its last report said (0...1), and the round trip from its reports.
+    /// Fraction of video lost, as its last report said (0...1).
     package private(set) var loss = 0.0
-    package private(set) var roundTrip: Double?
     /// A keyframe would help this viewer (it joined, lost a picture, asked with PLI or FIR).
     package var wantsKeyframe = false
     /// Its first picture: when a keyframe reached it (seconds after `created`).
@@ -63,7 +60,6 @@ package final class WhepViewer {
     private let peer: WebRtcPeer
     private var tracks: [Track?] = [nil, nil]
     private var lastReport = 0.0
-    private var reportsSent: [UInt32: (middle: UInt32, at: Double)] = [:]
     private var retransmitBudget = 0.0, lastBudgetAt = 0.0
     private var nackWindow = (start: 0.0, asked: 0)
     private var garbageWindow = (start: 0.0, count: 0)
@@ -106,12 +102,10 @@ package final class WhepViewer {
                 lastHeard = now
             case .rtp:
                 lastHeard = now
-                dropped["RTP from a viewer", default: 0] += 1
             case .rtcp(let bytes):
                 lastHeard = now
                 out += feedback(bytes, now: now)
-            case .dropped(let why):
-                dropped[why, default: 0] += 1
+            case .dropped:
                 countGarbage(now: now)
             case .failed(let why):
                 failure = why
@@ -137,7 +131,6 @@ package final class WhepViewer {
         guard isConnected, let outbound = peer.outbound, tracks[k] != nil else { return nil }
         if kind == .video, tracks[k]!.waitingKeyframe {
             guard packet.keyframe && packet.startsPicture else {
-                if packet.startsPicture { picturesSkipped += 1 }
                 return nil
             }
             tracks[k]!.waitingKeyframe = false
@@ -164,10 +157,7 @@ package final class WhepViewer {
     /// Header and payload into `scratch`, protected in place.
     private func write(payloadType: UInt8, ssrc s: UInt32, _ packet: RtpOutgoing, sequence: UInt16, into scratch: UnsafeMutableRawBufferPointer, _ outbound: SrtpSession) -> Int? {
         let length = 12 + packet.payload.count
-        guard length + SrtpSession.maximumTrailer <= scratch.count, let base = scratch.baseAddress else {
-            dropped["a packet larger than a datagram", default: 0] += 1
-            return nil
-        }
+        guard length + SrtpSession.maximumTrailer <= scratch.count, let base = scratch.baseAddress else { return nil }
         let t = packet.timestamp
         let header: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
             (0x80, (packet.marker ? 0x80 : 0) | payloadType, UInt8(sequence >> 8), UInt8(sequence & 0xFF),
@@ -175,10 +165,7 @@ package final class WhepViewer {
              UInt8(s >> 24), UInt8(s >> 16 & 0xFF), UInt8(s >> 8 & 0xFF), UInt8(s & 0xFF))
         withUnsafeBytes(of: header) { base.copyMemory(from: $0.baseAddress!, byteCount: 12) }
         packet.payload.withUnsafeBytes { (base + 12).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-        do { return try outbound.protect(base, length: length) } catch {
-            dropped["RTP not protected: \(error)", default: 0] += 1
-            return nil
-        }
+        return try? outbound.protect(base, length: length)
     }
 
     private func header(_ track: Track, _ packet: RtpOutgoing, sequence: UInt16) -> [UInt8] {
@@ -204,21 +191,16 @@ package final class WhepViewer {
                 retransmitBudget = min(Self.retransmitRate, retransmitBudget + (now - lastBudgetAt) * Self.retransmitRate)
                 lastBudgetAt = now
                 for sequence in lost {
-                    guard retransmitBudget >= 1 else { nacksRefused += 1; continue }
+                    guard retransmitBudget >= 1 else { break }
                     guard let kept = track.history[Int(sequence) % track.history.count], kept.sequence == sequence else { continue }
                     var bytes = header(track, kept.packet, sequence: sequence) + kept.packet.payload
                     guard (try? outbound.protect(&bytes)) != nil else { continue }
                     retransmitBudget -= 1
-                    retransmitted += 1
                     out.append(bytes)
                 }
             case .reception(let r):
-                guard let video = tracks[0], r.ssrc == video.ssrc else {
-                    if let sent = reportsSent[r.ssrc], r.lastSenderReport == sent.middle { measureRoundTrip(r, sent: sent.at, now: now) }
-                    continue
-                }
+                guard let video = tracks[0], r.ssrc == video.ssrc else { continue }
                 loss = Double(r.fractionLost) / 256
-                if let sent = reportsSent[r.ssrc], r.lastSenderReport == sent.middle { measureRoundTrip(r, sent: sent.at, now: now) }
                 // Over a tenth lost: the link cannot carry the stream. What follows a lost
                 // picture is useless to it, so it waits for the next keyframe (and says it wants one).
                 if loss >= 0.1, !congested {
@@ -233,11 +215,6 @@ package final class WhepViewer {
         return out
     }
 
-    private func measureRoundTrip(_ r: RtcpReports.Reception, sent: Double, now: Double) {
-        let rtt = now - sent - Double(r.delaySinceLastReport) / 65536
-        if rtt >= 0 { roundTrip = rtt }
-    }
-
     /// Timers: DTLS retransmission, a sender report per stream each second.
     package func tick(now: Double, unixNow: Double) -> [[UInt8]] {
         var out: [[UInt8]] = []
@@ -250,11 +227,8 @@ package final class WhepViewer {
             let rtp = last.timestamp &+ UInt32(truncatingIfNeeded: Int64((unixNow - last.wallclock) * rate))
             let report = RtcpFromViewers.senderReport(ssrc: track.ssrc, ntp: unixNow, rtpTimestamp: rtp, packets: track.packets, octets: track.octets)
             var bytes = report.bytes
-            reportsSent[track.ssrc] = (report.middle, now)
             if (try? outbound.protectRtcp(&bytes)) != nil { out.append(bytes) }
         }
         return out
     }
-
-    package func noteSendFailure() { sendFailures += 1 }
 }

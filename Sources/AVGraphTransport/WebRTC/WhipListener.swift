@@ -67,9 +67,6 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
     private var byUfrag: [String: WhipSession] = [:]
     private var byAddress: [UdpPeer: WhipSession] = [:]
     private var replyTo: [String: UdpPeer] = [:]
-    private var droppedStrangers = 0
-    private var reportedStrangers = 0
-    private var lastStrangerNote = 0.0
 
     package init(_ settings: Settings) throws {
         self.settings = settings
@@ -200,8 +197,8 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         do { parsed = try SessionDescription.parse(text) } catch {
             return .init(status: .badRequest, body: "the offer is not SDP: \(error)\n")
         }
-        let local = WebRtcAnswer.Local(ufrag: Self.token(8), password: Self.token(24), fingerprint: certificate.fingerprint, candidates: candidates)
-        let id = Self.token(16)
+        let local = WebRtcAnswer.Local(ufrag: WebRtcPortLoop.token(8), password: WebRtcPortLoop.token(24), fingerprint: certificate.fingerprint, candidates: candidates)
+        let id = WebRtcPortLoop.token(16)
         do {
             let answer = try WebRtcAnswer(offer: parsed, local: local, sessionID: UInt64.random(in: 1...UInt64(Int64.max)), taking: WhipSession.videoCodecs)
             let session = try WhipSession(id: id, key: key, answer: answer, local: local, certificate: certificate, now: Monotonic.now,
@@ -219,43 +216,25 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         }
     }
 
-    /// Random letters and digits (ICE's ufrag and password, session ids).
-    private static func token(_ count: Int) -> String {
-        let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-        var generator = SystemRandomNumberGenerator()
-        return String((0..<count).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] })
-    }
 
     // MARK: UDP (the listener's thread)
 
     package override func run() {
-        var buffer = [UInt8](repeating: 0, count: 2048)
+        var port = WebRtcPortLoop(fd: udp)
         var lastTick = 0.0
         while !isStopped {
-            var fds = [pollfd(fd: udp, events: Int16(POLLIN), revents: 0), pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)]
-            _ = poll(&fds, 2, 10)
-            if fds[1].revents != 0 { drainWake() }
+            if port.wait(wake: wake[0]) { drainWake() }
             adopt()
-            for _ in 0..<512 {
-                var from = sockaddr_storage()
-                var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                let n = withUnsafeMutablePointer(to: &from) { p in
-                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(udp, &buffer, buffer.count, Int32(MSG_DONTWAIT), $0, &length) }
-                }
-                guard n > 0 else { break }
-                guard let peer = UdpPeer(from) else { continue }
-                receive(Array(buffer[..<n]), from: peer)
-            }
+            var strangers = 0
+            port.receiveWaiting { if !receive($0, from: $1) { strangers += 1 } }
+            port.countStrangers(strangers)
             let now = Monotonic.now
             if now - lastTick >= 0.01 {
                 lastTick = now
                 tick(now)
             }
-            // Counted per datagram, said at most every 10 s: a flood costs one line.
-            if droppedStrangers > reportedStrangers, now - lastStrangerNote >= 10 {
-                note("whip: dropped \(droppedStrangers - reportedStrangers) datagrams from addresses in no session (garbage, a stranger, or a session already gone)")
-                reportedStrangers = droppedStrangers
-                lastStrangerNote = now
+            if let count = port.strangersToSay(now: now) {
+                note("whip: dropped \(count) datagrams from addresses in no session (garbage, a stranger, or a session already gone)")
             }
         }
         for session in sessions.values { session.end() }
@@ -274,21 +253,17 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
         for id in deleted { if let s = sessions[id] { release(s, why: nil) } }
     }
 
-    private func receive(_ datagram: [UInt8], from peer: UdpPeer) {
+    /// Whether the datagram was some session's (false: from a stranger).
+    private func receive(_ datagram: [UInt8], from peer: UdpPeer) -> Bool {
         let address = Self.address(peer)
         var session = byAddress[peer]
-        if session == nil, StunMessage.looksLikeStun(datagram), let message = try? StunMessage.parse(datagram),
-           let user = message.first(StunAttribute.username)?.text, let ufrag = user.split(separator: ":").first {
-            session = byUfrag[String(ufrag)]
-        }
-        guard let session else {
-            droppedStrangers += 1
-            return
-        }
+        if session == nil, let ufrag = WebRtcPortLoop.checkedUfrag(datagram) { session = byUfrag[ufrag] }
+        guard let session else { return false }
         let replies = session.receive(datagram, from: address, peerName: peer.description, now: Monotonic.now)
         if byAddress[peer] == nil, session.proves(address) { byAddress[peer] = session }
         if session.address == address { replyTo[session.id] = peer }
         for reply in replies { send(reply, to: peer) }
+        return true
     }
 
     private func tick(_ now: Double) {
@@ -319,7 +294,7 @@ package final class WhipListener: PublisherListener, @unchecked Sendable {
     }
 
     private func send(_ bytes: [UInt8], to peer: UdpPeer) {
-        _ = peer.withSockaddr { address, length in bytes.withUnsafeBytes { sendto(udp, $0.baseAddress, $0.count, 0, address, length) } }
+        _ = bytes.withUnsafeBytes { WebRtcPortLoop.send(udp, $0.baseAddress, $0.count, to: peer) }
     }
 
     package override func announce(_ stream: PublisherStream) {
