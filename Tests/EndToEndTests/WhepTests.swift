@@ -35,6 +35,14 @@ final class WhepTests: XCTestCase {
         return run
     }
 
+    /// `scripts/whep-chromium` watching the run's `out` sink: what it says, and each picture whose
+    /// pattern it read as [frame number, display time in ms since 1970].
+    static func watchInChromium(port: Int, seconds: Int) throws -> (watched: [String: Any], pictures: [[Double]]) {
+        let out = try CLI.shell([CLI.packageRoot + "/scripts/whep-chromium", "--url", "http://127.0.0.1:\(port)/whep/out", "--token", token, "--seconds", "\(seconds)"])
+        let watched = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
+        return (watched, try XCTUnwrap(watched["pictures"] as? [[Double]]))
+    }
+
     /// Milliseconds at the quantile `q` of sorted `values`.
     static func quantile(_ values: [Double], _ q: Double) -> Double { values.sorted()[min(values.count - 1, Int(Double(values.count) * q))] }
 
@@ -43,10 +51,7 @@ final class WhepTests: XCTestCase {
         let run = try Self.startRun(dir, port: port, seconds: 45)
         addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
         let start = try XCTUnwrap(run.arrival { $0["event"] as? String == "start" }) * 1000
-        let out = try CLI.shell([CLI.packageRoot + "/scripts/whep-chromium", "--url", "http://127.0.0.1:\(port)/whep/out", "--token", Self.token, "--seconds", "30",
-                                 "--screenshot", dir + "/watch.png"])
-        let watched = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
-        let pictures = try XCTUnwrap(watched["pictures"] as? [[Double]])
+        let (watched, pictures) = try Self.watchInChromium(port: port, seconds: 30)
         // The run's clock reached picture n at start + n/30 s.
         let latencies = pictures.map { $0[1] - (start + $0[0] * 1000 / 30) }
         let p50 = Self.quantile(latencies, 0.5), p95 = Self.quantile(latencies, 0.95)
@@ -163,9 +168,7 @@ print(statuses, media)
         let timestamps = try CLI.shell(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "packet=pts", "-of", "csv=p=0", dir + "/phone.flv"])
             .split(separator: "\n").compactMap { Double($0) }
         let due = try XCTUnwrap(Double(String(contentsOfFile: dir + "/clock", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))) * 1000
-        let out = try CLI.shell([CLI.packageRoot + "/scripts/whep-chromium", "--url", "http://127.0.0.1:\(http)/whep/out", "--token", Self.token, "--seconds", "30"])
-        let watched = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
-        let pictures = try XCTUnwrap(watched["pictures"] as? [[Double]])
+        let (watched, pictures) = try Self.watchInChromium(port: http, seconds: 30)
         let latencies = pictures.compactMap { p in timestamps.indices.contains(Int(p[0])) ? p[1] - (due + timestamps[Int(p[0])]) : nil }
         let card = watched["unreadable"] as? Int ?? 0
         let numbers = pictures.map { Int($0[0]) }

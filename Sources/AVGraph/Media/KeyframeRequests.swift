@@ -8,8 +8,6 @@ public final class KeyframeRequests: Sendable {
     private struct State {
         var pending = false
         var lastGranted = -Double.infinity
-        var asked = 0
-        var granted = 0
     }
 
     private let state = Mutex(State())
@@ -18,7 +16,7 @@ public final class KeyframeRequests: Sendable {
     public init(interval: Double = 1) { self.interval = interval }
 
     /// A sink wants a keyframe soon.
-    public func request() { state.withLock { $0.pending = true; $0.asked += 1 } }
+    public func request() { state.withLock { $0.pending = true } }
 
     /// The encoder, for each picture: whether to make this one a keyframe (a request is pending
     /// and the last granted one was at least `interval` ago). `now`: monotonic seconds.
@@ -27,7 +25,6 @@ public final class KeyframeRequests: Sendable {
             guard s.pending, now - s.lastGranted >= interval else { return false }
             s.pending = false
             s.lastGranted = now
-            s.granted += 1
             return true
         }
     }
@@ -38,7 +35,4 @@ public final class KeyframeRequests: Sendable {
             if s.pending { s.pending = false; s.lastGranted = now }
         }
     }
-
-    /// Requests received and keyframes made for them.
-    public var counts: (asked: Int, granted: Int) { state.withLock { ($0.asked, $0.granted) } }
 }

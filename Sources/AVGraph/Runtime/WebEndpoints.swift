@@ -80,9 +80,6 @@ public final class WebEndpoints: Sendable {
         return handler?(request)
     }
 
-    /// Whether any route starts with `prefix` (the server lets such requests through its origin rule).
-    public func serves(pathPrefix prefix: String) -> Bool { state.withLock { $0.routes.keys.contains { $0.hasPrefix(prefix) } } }
-
     /// The object shared under `key`, made by the first to ask.
     public func shared<T: AnyObject & Sendable>(_ key: String, make: () throws -> T) throws -> T {
         try state.withLock { s in
@@ -92,7 +89,4 @@ public final class WebEndpoints: Sendable {
             return made
         }
     }
-
-    /// Objects shared under `key`, if made.
-    public func existing<T: AnyObject & Sendable>(_ key: String, as: T.Type) -> T? { state.withLock { $0.shared[key] as? T } }
 }

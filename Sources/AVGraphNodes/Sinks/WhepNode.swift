@@ -157,8 +157,8 @@ public final class WhepNode: Sink, Node {
         let wallclock = Date().timeIntervalSince1970 - (out.realtime ? out.clock - seconds : 0)
         if kinds[input] == .audio {
             let timestamp = offsets.audio &+ UInt32(truncatingIfNeeded: Int64((seconds * 48000).rounded()))
-            let payload = Array(packet.bytes)
-            guard !payload.isEmpty else { return }
+            guard let data = packet.av.pointee.data, packet.byteCount > 0 else { return }
+            let payload = Array(UnsafeBufferPointer(start: data, count: packet.byteCount))
             hub.publish(node: name, kind: .audio, [RtpOutgoing(payload: payload, timestamp: timestamp, marker: false, startsPicture: true, keyframe: true, wallclock: wallclock)])
             return
         }

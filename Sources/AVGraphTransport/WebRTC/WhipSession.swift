@@ -278,20 +278,7 @@ package final class WhipSession {
 
     /// The NAL units of an Annex B access unit (start codes of 3 or 4 bytes).
     static func annexBUnits(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
-        var units: [ArraySlice<UInt8>] = []
-        var start: Int?
-        var i = 0
-        while i + 2 < bytes.count {
-            if bytes[i] == 0, bytes[i + 1] == 0, bytes[i + 2] == 1 {
-                if let s = start { units.append(bytes[s..<(i > 0 && bytes[i - 1] == 0 ? i - 1 : i)]) }
-                i += 3
-                start = i
-            } else {
-                i += 1
-            }
-        }
-        if let s = start, s < bytes.count { units.append(bytes[s...]) }
-        return units.filter { !$0.isEmpty }
+        bytes.withUnsafeBytes { H264Packetizer.units($0, lengthSize: nil) }.map { bytes[$0] }
     }
 
     private func write(_ released: [RtpLipSync<(bytes: [UInt8], key: Bool)>.Released]) {
