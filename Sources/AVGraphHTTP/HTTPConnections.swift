@@ -1,17 +1,20 @@
 import NIOCore
 import Synchronization
 
-/// The open connections of a server, at most `limit`. A connection is waiting from when it opens
-/// until its request head is in, and again between requests (keep-alive); otherwise it is being
-/// answered or holds an event stream. When all places are taken, the connection that has waited
-/// longest is closed for the newcomer: clients that trickle their header (or idle) cannot keep
-/// a visitor out, only an answer in progress or an open stream can; and event streams may hold
-/// half the places at most.
+/// The open connections of a server, at most `limit`: TCP connections, an HTTP/2 connection's
+/// streams counted in it. A connection is waiting from when it opens until a request head is in,
+/// and again when no answer of it is in progress (keep-alive); otherwise it is being answered
+/// (a `.later` or `.chunked` answer until its end) or holds an event stream. When all places are
+/// taken, the connection that has waited longest is closed for the newcomer: clients that trickle
+/// their header (or idle) cannot keep a visitor out, only an answer in progress or an open stream
+/// can; and event streams may hold half the places at most.
 final class HTTPConnections: Sendable {
     private struct Entry {
         let channel: any Channel
         var waitingSince: NIODeadline?
-        var streaming = false
+        /// Requests of it being answered (HTTP/1.1: at most one; HTTP/2: one a stream).
+        var answering = 0
+        var eventStreams = 0
     }
 
     let limit: Int
@@ -36,17 +39,35 @@ final class HTTPConnections: Sendable {
         return admitted
     }
 
-    func waiting(_ channel: any Channel) { set(channel, waiting: .now()) }
+    /// A request of `connection` is being answered from now.
+    func answering(_ connection: any Channel) {
+        update(connection) { entry in
+            entry.answering += 1
+            entry.waitingSince = nil
+        }
+    }
 
-    func busy(_ channel: any Channel) { set(channel, waiting: nil) }
+    /// One of its answers is over (written, or its stream gone); with none left it waits.
+    func answered(_ connection: any Channel) {
+        update(connection) { entry in
+            entry.answering = max(0, entry.answering - 1)
+            if entry.answering == 0 { entry.waitingSince = .now() }
+        }
+    }
 
-    /// Marks `channel` as holding an event stream; false when half the places already do.
-    func streaming(_ channel: any Channel) -> Bool {
+    /// Marks `connection` as holding an event stream; false when half the places already hold one.
+    func streaming(_ connection: any Channel) -> Bool {
         entries.withLock { entries in
-            guard entries.values.count(where: \.streaming) < limit / 2 else { return false }
-            entries[ObjectIdentifier(channel)]?.streaming = true
+            let key = ObjectIdentifier(connection)
+            guard entries[key]?.eventStreams ?? 0 > 0 || entries.values.count(where: { $0.eventStreams > 0 }) < limit / 2 else { return false }
+            entries[key]?.eventStreams += 1
             return true
         }
+    }
+
+    /// An event stream of `connection` ended while the connection stays (an HTTP/2 stream's).
+    func streamEnded(_ connection: any Channel) {
+        update(connection) { $0.eventStreams = max(0, $0.eventStreams - 1) }
     }
 
     var count: Int { entries.withLock { $0.count } }
@@ -59,7 +80,12 @@ final class HTTPConnections: Sendable {
         return EventLoopFuture.andAllComplete(open.map { $0.close() }, on: loop)
     }
 
-    private func set(_ channel: any Channel, waiting since: NIODeadline?) {
-        entries.withLock { $0[ObjectIdentifier(channel)]?.waitingSince = since }
+    private func update(_ connection: any Channel, _ change: (inout Entry) -> Void) {
+        entries.withLock { entries in
+            if var entry = entries[ObjectIdentifier(connection)] {
+                change(&entry)
+                entries[ObjectIdentifier(connection)] = entry
+            }
+        }
     }
 }

@@ -43,8 +43,11 @@ public enum HTTPResponse: Sendable {
     case stream(contentType: String, open: @Sendable (HTTPEventSink) -> @Sendable () -> Void)
     /// An answer the route gives later (a node's answer to a command): `start` is called once and
     /// must not block; it hands the response to its argument whenever it has it. No thread of the
-    /// server's waits meanwhile.
+    /// server's waits meanwhile. The response it hands over may be any other kind (`.chunked` too).
     case later(start: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void)
+    /// A body written in pieces as they come (an LL-HLS part being written): `open` is called once,
+    /// on no particular thread, with a writer; whoever has bytes calls `write` (any thread), then `end`.
+    case chunked(status: Int, contentType: String, headers: [String: String] = [:], open: @Sendable (HTTPBodyWriter) -> Void)
 
     public static func text(_ status: Int, _ text: String, headers: [String: String] = [:]) -> HTTPResponse {
         .full(status: status, contentType: "text/plain; charset=utf-8", body: Array(text.utf8), headers: headers)

@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 
-/// An HTTP/1.1 server of a run (`--http`, `--metrics`) on the process's NIO event loops: a
+/// An HTTP server of a run (`--http`, `--metrics`) on the process's NIO event loops (HTTP/1.1; over TLS HTTP/2 too): a
 /// listening socket whose connections the service sets up and answers.
 public final class HTTPServer: Sendable {
     public struct Failure: Error, CustomStringConvertible {

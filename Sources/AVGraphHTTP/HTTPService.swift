@@ -1,14 +1,16 @@
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import NIOTLS
 
 /// What a server does with each connection: the channel pipeline (TLS, NIOHTTP1's decoder and
-/// encoder, our handler), the rules a request passes before its route (its `Host`, its `Origin`,
+/// encoder or NIOHTTP2's streams, our handler), the rules a request passes before its route (its `Host`, its `Origin`,
 /// its size) and the routes. The server and the HTTP fuzz target build connections with it alike.
 public final class HTTPService: Sendable {
     public struct Limits: Sendable {
-        /// Open connections; past it the longest waiting is closed for the newcomer.
+        /// Open (TCP) connections; past it the longest waiting is closed for the newcomer.
         public var connections = 64
         /// From a connection's start (TLS handshake included) to the end of its first request;
         /// from a request's head to its end.
@@ -53,7 +55,8 @@ public final class HTTPService: Sendable {
         return pool
     }()
 
-    /// Sets up a new connection's pipeline, on its event loop.
+    /// Sets up a new connection's pipeline, on its event loop: HTTP/1.1, or over TLS whichever of
+    /// HTTP/2 and HTTP/1.1 the client chose in the handshake (ALPN; none chosen is HTTP/1.1).
     package func configure(_ channel: any Channel) throws {
         let pipeline = channel.pipeline.syncOperations
         guard connections.admit(channel) else {
@@ -61,15 +64,60 @@ public final class HTTPService: Sendable {
             return
         }
         channel.closeFuture.whenComplete { [connections] _ in connections.remove(channel) }
-        if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
+        let firstRequestBy = NIODeadline.now() + limits.request
+        guard let tls else {
+            try configureHTTP1(channel, firstRequestBy: firstRequestBy)
+            return
+        }
+        try pipeline.addHandler(NIOSSLServerHandler(context: tls))
+        // The handshake counts against the first request's time: a client that never finishes it is closed.
+        let handshake = channel.eventLoop.scheduleTask(deadline: firstRequestBy) { channel.close(promise: nil) }
+        try pipeline.addHandler(ApplicationProtocolNegotiationHandler { [self] result, channel in
+            handshake.cancel()
+            return channel.eventLoop.makeCompletedFuture {
+                if case .negotiated("h2") = result {
+                    try configureHTTP2(channel, firstRequestBy: firstRequestBy)
+                } else {
+                    try configureHTTP1(channel, firstRequestBy: firstRequestBy)
+                }
+            }
+        })
+    }
+
+    private func configureHTTP1(_ channel: any Channel, firstRequestBy: NIODeadline) throws {
         var decoderLimits = NIOHTTPDecoderLimitConfiguration()
         decoderLimits.maxHeaderFieldSize = limits.header
         decoderLimits.maxHeaderListSize = limits.header
         decoderLimits.maxHeaderFieldCount = 100
+        let pipeline = channel.pipeline.syncOperations
         try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true,
                                                  withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
-        try pipeline.addHandler(HTTPConnectionHandler(service: self))
+        try pipeline.addHandler(HTTPConnectionHandler(service: self, connection: channel, firstRequestBy: firstRequestBy))
     }
+
+    /// Each stream a channel of its own, turned into HTTP/1 parts for the same handler and rules
+    /// as HTTP/1.1's; the connection (one place in `connections`) closes when it has had no
+    /// stream for `limits.idle`.
+    private func configureHTTP2(_ channel: any Channel, firstRequestBy: NIODeadline) throws {
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: Self.streamsPerConnection),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: limits.header),
+        ]
+        let pipeline = channel.pipeline.syncOperations
+        _ = try pipeline.configureHTTP2Pipeline(mode: .server, connectionConfiguration: connection, streamConfiguration: .init()) { stream in
+            stream.eventLoop.makeCompletedFuture {
+                let streamPipeline = stream.pipeline.syncOperations
+                try streamPipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                try streamPipeline.addHandler(HTTPConnectionHandler(service: self, connection: channel, firstRequestBy: .now() + self.limits.request))
+            }
+        }
+        try pipeline.addHandler(HTTP2ConnectionDeadline(firstRequestBy: firstRequestBy, idle: limits.idle))
+    }
+
+    /// Streams one HTTP/2 connection may have open at once: a player holds a few (a blocked
+    /// playlist reload, a part, a segment); more wait for a free one on the client's side.
+    static let streamsPerConnection = 256
 
     /// Why a complete request is answered without its route: a name this server does not
     /// answer to, a command from another origin, a body over the limit.
@@ -123,4 +171,45 @@ private final class HTTPRefusal: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
+
+/// An HTTP/2 connection's own deadlines (its streams keep theirs): a first stream by the first
+/// request's deadline, and another within `idle` of the last one closing.
+private final class HTTP2ConnectionDeadline: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    private let firstRequestBy: NIODeadline
+    private let idle: TimeAmount
+    private var openStreams = 0
+    private var deadline: Scheduled<Void>?
+
+    init(firstRequestBy: NIODeadline, idle: TimeAmount) {
+        self.firstRequestBy = firstRequestBy
+        self.idle = idle
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { arm(context, firstRequestBy) }
+
+    func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel() }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is NIOHTTP2StreamCreatedEvent {
+            openStreams += 1
+            deadline?.cancel()
+        } else if event is StreamClosedEvent {
+            openStreams = max(0, openStreams - 1)
+            if openStreams == 0 { arm(context, .now() + idle) }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func arm(_ context: ChannelHandlerContext, _ by: NIODeadline) {
+        deadline?.cancel()
+        let channel = context.channel
+        deadline = context.eventLoop.scheduleTask(deadline: by) { channel.close(promise: nil) }
+    }
 }
