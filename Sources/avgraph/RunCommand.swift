@@ -77,6 +77,14 @@ struct RunCommand: ParsableCommand {
                                             valueName: "name"))
     var httpHost: [String] = []
 
+    // 4096 by default: a run serving LL-HLS holds a blocked playlist reload per HTTP/1.1 viewer, each a
+    // connection that cannot be closed for a newcomer, so 2000 viewers and their other requests fit.
+    @Option(name: .customLong("http-connections"), help: ArgumentHelp("Connections --http holds open at once (\(Self.httpConnectionsRange.lowerBound)-\(Self.httpConnectionsRange.upperBound), default \(Self.defaultHttpConnections)); past it the one waiting longest for a request is closed for a newcomer, or the newcomer refused.",
+                                                                     valueName: "n"))
+    var httpConnections: Int?
+    static let defaultHttpConnections = 4096
+    static let httpConnectionsRange = 4...65536
+
     @Option(name: .customLong("webrtc-udp"), help: ArgumentHelp("The UDP port for every WebRTC viewer's media (whep sinks); default: one the system picks.",
                                                                 valueName: "port"))
     var webrtcUdp: Int?
@@ -110,6 +118,10 @@ struct RunCommand: ParsableCommand {
         }
         if http == nil, httpTls != nil || !httpHost.isEmpty {
             throw ValidationError("--http-tls and --http-host go with --http")
+        }
+        if http == nil, httpConnections != nil { throw ValidationError("--http-connections goes with --http") }
+        if let httpConnections, !Self.httpConnectionsRange.contains(httpConnections) {
+            throw ValidationError("--http-connections takes a number of connections from \(Self.httpConnectionsRange.lowerBound) to \(Self.httpConnectionsRange.upperBound), got \(httpConnections)")
         }
         if let httpTls, tlsFiles(httpTls) == nil {
             throw ValidationError("--http-tls takes CERT,KEY: two PEM files, the certificate and its private key, got '\(httpTls)'")
@@ -182,7 +194,10 @@ struct RunCommand: ParsableCommand {
         if let http, let address = HTTPAddress(http) {
             let given = httpToken ?? ProcessInfo.processInfo.environment["AVGRAPH_HTTP_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
             let api = OperatorAPI(run: run, token: given ?? OperatorAPI.newToken(), remote: !address.isLoopback, preview: run.tapPreview(interval: 0.25))
-            let service = HTTPService(names: HTTPNames(bound: address, extra: httpHost), tls: tls) { api.handle($0) }
+            var limits = HTTPService.Limits()
+            limits.connections = httpConnections ?? Self.defaultHttpConnections
+            if let warning = DescriptorLimit.raise(toFit: limits.connections + DescriptorLimit.reserve) { reporter.say(.warning, node: nil, warning) }
+            let service = HTTPService(names: HTTPNames(bound: address, extra: httpHost), tls: tls, limits: limits) { api.handle($0) }
             let server: HTTPServer
             do { server = try HTTPServer(address, name: "http", service: service) } catch {
                 reporter.say(.error, node: nil, "\(error)")
