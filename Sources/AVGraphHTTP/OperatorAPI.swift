@@ -71,10 +71,10 @@ public struct OperatorAPI: Sendable {
         // The icon says nothing of the run: a browser asks for it without the page's token.
         if r.method == "GET" || r.method == "HEAD", let icon = Favicon.response(for: r.path) { return icon }
         // A node's own route (a WHEP viewer) judges its own requests: a viewer presents the token as a bearer, or needs none.
-        if r.path.hasPrefix("/whep/"), let web,
-           let answer = web.answer(.init(method: r.method, path: r.path, headers: r.headers, body: r.body)) {
-            return .full(status: answer.status, contentType: answer.headers["Content-Type"] ?? "text/plain; charset=utf-8", body: answer.body,
-                         headers: answer.headers.filter { $0.key != "Content-Type" })
+        // An `hls` sink's presentation is read like any HLS origin's: without a token, from any origin.
+        if r.path.hasPrefix("/whep/") || r.path.hasPrefix("/hls/"), let web,
+           let answer = web.answer(.init(method: r.method, path: r.path, query: r.query, headers: r.headers, body: r.body)) {
+            return Self.response(answer)
         }
         if remote && !authorized { return .text(401, "401: this page needs its token (?token=...)\n") }
         switch (r.method, r.path) {
@@ -114,6 +114,19 @@ public struct OperatorAPI: Sendable {
         default:
             return .text(404, "404: not found; the page is at /\n")
         }
+    }
+
+    /// A node route's answer as the server gives it: now, later, or in pieces.
+    static func response(_ answer: WebEndpoints.Response) -> HTTPResponse {
+        let type = answer.headers["Content-Type"] ?? "text/plain; charset=utf-8"
+        let headers = answer.headers.filter { $0.key != "Content-Type" }
+        if let later = answer.later {
+            return .later { deliver in later { deliver(response($0)) } }
+        }
+        if let pieces = answer.pieces {
+            return .chunked(status: answer.status, contentType: type, headers: headers) { writer in pieces(writer) }
+        }
+        return .full(status: answer.status, contentType: type, body: answer.body, headers: headers)
     }
 
     private func ask(_ request: ControlRequest, id: EventValue? = nil) -> [UInt8] { answer(Array(ControlEnvelope(request, id: id).line)) }
@@ -199,3 +212,5 @@ public struct OperatorAPI: Sendable {
         return zip(x, y).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
 }
+
+extension HTTPBodyWriter: WebBodyWriter {}

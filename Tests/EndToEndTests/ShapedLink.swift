@@ -2,8 +2,8 @@ import Foundation
 import XCTest
 
 /// A network namespace of its own whose loopback is shaped by `tc`: what goes to `port` (the
-/// publisher's uplink to its server) passes a token bucket that narrows and widens on cue, the
-/// rest (the server's replies, a subscriber reading it back) passes freely. Both ends live inside
+/// publisher's uplink to its server), or what comes from it (a player's downlink), passes a token
+/// bucket that narrows and widens on cue, the rest passes freely. Both ends live inside
 /// the namespace on its loopback, no other address. Needs root, `ip` and `tc`; removed by
 /// `remove()` (call it from a teardown block).
 final class ShapedLink: @unchecked Sendable {
@@ -12,7 +12,11 @@ final class ShapedLink: @unchecked Sendable {
 
     static var isAvailable: Bool { getuid() == 0 && ip != nil && FileManager.default.isExecutableFile(atPath: "/usr/sbin/tc") }
 
-    init(megabits: Double, port: Int) throws {
+    /// Which packets of `port` pass the narrow link: those sent to it (a publisher's uplink to its
+    /// server) or those sent from it (a server's answers: a player's downlink).
+    enum Direction: String { case toPort = "dport", fromPort = "sport" }
+
+    init(megabits: Double, port: Int, direction: Direction = .toPort) throws {
         name = "avg-shaped-\(getpid())-\(UInt16.random(in: 0...UInt16.max))"
         try Self.must(["netns", "add", name])
         do {
@@ -26,7 +30,7 @@ final class ShapedLink: @unchecked Sendable {
             try exec([tc, "class", "add", "dev", "lo", "parent", "1:", "classid", "1:20", "htb", "rate", "10gbit"])
             // The narrow link's queue: 60 kB (0.3 s at 1.5 Mbit/s), past it packets drop and TCP backs off.
             try exec([tc, "qdisc", "add", "dev", "lo", "parent", "1:10", "handle", "10:", "bfifo", "limit", "60000"])
-            try exec([tc, "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "u32", "match", "ip", "dport", "\(port)", "0xffff", "flowid", "1:10"])
+            try exec([tc, "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "u32", "match", "ip", direction.rawValue, "\(port)", "0xffff", "flowid", "1:10"])
         } catch {
             remove()
             throw error

@@ -11,9 +11,11 @@ final class WhepTests: XCTestCase {
     static let token = "viewer-token-0123456789"
 
     /// The marked clip: frame number pattern, a flash (3 pictures) and a 100 ms 1 kHz beep at each second.
-    static func markedClip(_ path: String, seconds: Int) throws {
+    /// `noise`: every picture grainy (an encoder then spends the bit rate it is given: a ladder's
+    /// renditions need what they declare).
+    static func markedClip(_ path: String, seconds: Int, noise: Bool = false) throws {
         let pattern = "if(lt(Y,80), 255*bitand(floor(N/pow(2,floor(X/40))),1)*lt(Y,40)+255*(1-bitand(floor(N/pow(2,floor(X/40))),1))*gte(Y,40), if(lt(mod(N,30),3),235,40))"
-        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "nullsrc=s=640x360:r=30:d=\(seconds),format=gray,geq=lum='\(pattern)'",
+        _ = try CLI.shell(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "nullsrc=s=640x360:r=30:d=\(seconds),format=gray,geq=lum='\(pattern)'" + (noise ? ",noise=alls=14:allf=t" : ""),
                            "-f", "lavfi", "-i", "aevalsrc='if(lt(mod(t,1),0.1),0.5*sin(2*PI*1000*t),0)':s=48000:d=\(seconds)",
                            "-c:v", "libx264", "-preset", "veryfast", "-crf", "18", "-pix_fmt", "yuv420p", "-bf", "0", "-g", "60",
                            "-c:a", "aac", "-b:a", "128k", "-shortest", path])

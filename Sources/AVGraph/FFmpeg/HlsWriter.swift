@@ -103,15 +103,7 @@ public final class HlsWriter {
 
     private func writeMasterWhenReady() throws {
         guard !masterWritten, renditions.indices.allSatisfy({ FileManager.default.fileExists(atPath: playlist($0)) }) else { return }
-        var text = "#EXTM3U\n#EXT-X-VERSION:\(format == .fmp4 ? 7 : 6)\n#EXT-X-INDEPENDENT-SEGMENTS\n"
-        for (i, r) in renditions.enumerated() {
-            let v = r.video.parameters.pointee
-            let codecs = [HlsCodecs.name(of: r.video.parameters), audio.map { HlsCodecs.name(of: $0.parameters) }].compactMap { $0 }
-            text += "#EXT-X-STREAM-INF:BANDWIDTH=\(bandwidth(i)),RESOLUTION=\(v.width)x\(v.height)"
-            if !codecs.contains(where: \.isEmpty) { text += ",CODECS=\"\(codecs.joined(separator: ","))\"" }
-            text += String(format: ",FRAME-RATE=%.3f\n", r.frameRate.double)
-            text += "\(r.name)/index.m3u8\n"
-        }
+        let text = Self.master(renditions, audio: audio, version: format == .fmp4 ? 7 : 6, bandwidth: bandwidth)
         // Foundation's atomic write: a temporary beside the file, renamed over it.
         do {
             try Data(text.utf8).write(to: URL(fileURLWithPath: masterPath), options: .atomic)
@@ -121,14 +113,32 @@ public final class HlsWriter {
         masterWritten = true
     }
 
+    /// A master playlist naming each rendition's `NAME/index.m3u8` with its size, codecs, frame rate
+    /// and `bandwidth(i)`.
+    public static func master(_ renditions: [Rendition], audio: EncodedStream?, version: Int, bandwidth: (Int) -> Int) -> String {
+        var text = "#EXTM3U\n#EXT-X-VERSION:\(version)\n#EXT-X-INDEPENDENT-SEGMENTS\n"
+        for (i, r) in renditions.enumerated() {
+            let v = r.video.parameters.pointee
+            let codecs = [HlsCodecs.name(of: r.video.parameters), audio.map { HlsCodecs.name(of: $0.parameters) }].compactMap { $0 }
+            text += "#EXT-X-STREAM-INF:BANDWIDTH=\(bandwidth(i)),RESOLUTION=\(v.width)x\(v.height)"
+            if !codecs.contains(where: \.isEmpty) { text += ",CODECS=\"\(codecs.joined(separator: ","))\"" }
+            text += String(format: ",FRAME-RATE=%.3f\n", r.frameRate.double)
+            text += "\(r.name)/index.m3u8\n"
+        }
+        return text
+    }
+
     /// Peak bits a second a player must have for rendition `i`: the declared bit rates (video + audio)
     /// with 10 % of room, as ffmpeg's hls muxer counts; measured so far when the encoder declared none.
     private func bandwidth(_ i: Int) -> Int {
-        var video = Int(renditions[i].video.parameters.pointee.bit_rate)
-        if video <= 0, let s = span[i] {
-            let seconds = max(Double(s.last - s.first) * renditions[i].video.timeBase.double, 1)
-            video = Int(Double(bytes[i] * 8) / seconds)
-        }
+        let measured = span[i].map { s in (bytes: bytes[i], seconds: Double(s.last - s.first) * renditions[i].video.timeBase.double) }
+        return Self.bandwidth(video: renditions[i].video, audio: audio, measured: measured)
+    }
+
+    /// The declared bit rates (video + audio) with 10 % of room; the video's as measured when its encoder declared none.
+    public static func bandwidth(video stream: EncodedStream, audio: EncodedStream?, measured: (bytes: Int, seconds: Double)?) -> Int {
+        var video = Int(stream.parameters.pointee.bit_rate)
+        if video <= 0, let measured { video = Int(Double(measured.bytes * 8) / max(measured.seconds, 1)) }
         let total = video + Int(audio?.parameters.pointee.bit_rate ?? 0)
         return total + total / 10
     }

@@ -9,11 +9,13 @@ public final class WebEndpoints: Sendable {
     public struct Request: Sendable {
         public var method: String
         public var path: String
+        /// The query's fields (`_HLS_msn=3` is "_HLS_msn": "3").
+        public var query: [String: String]
         /// Names lower-cased.
         public var headers: [String: String]
         public var body: [UInt8]
-        public init(method: String, path: String, headers: [String: String], body: [UInt8]) {
-            (self.method, self.path, self.headers, self.body) = (method, path, headers, body)
+        public init(method: String, path: String, query: [String: String] = [:], headers: [String: String], body: [UInt8]) {
+            (self.method, self.path, self.query, self.headers, self.body) = (method, path, query, headers, body)
         }
         /// `Authorization: Bearer TOKEN`'s token.
         public var bearer: String? {
@@ -26,8 +28,24 @@ public final class WebEndpoints: Sendable {
         public var status: Int
         public var headers: [String: String]
         public var body: [UInt8]
+        /// Set for an answer given later (a blocked playlist reload): called once, must not block,
+        /// hands the response over whenever it has it. No server thread waits meanwhile.
+        public var later: (@Sendable (@escaping @Sendable (Response) -> Void) -> Void)?
+        /// Set for a body written in pieces as they come (an LL-HLS part being written): called
+        /// once with the writer; `status` and `headers` go first.
+        public var pieces: (@Sendable (any WebBodyWriter) -> Void)?
         public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
             (self.status, self.headers, self.body) = (status, headers, body)
+        }
+        public static func later(_ start: @escaping @Sendable (@escaping @Sendable (Response) -> Void) -> Void) -> Response {
+            var r = Response(status: 0)
+            r.later = start
+            return r
+        }
+        public static func pieces(_ status: Int, headers: [String: String], _ open: @escaping @Sendable (any WebBodyWriter) -> Void) -> Response {
+            var r = Response(status: status, headers: headers)
+            r.pieces = open
+            return r
         }
         public static func text(_ status: Int, _ text: String, headers: [String: String] = [:]) -> Response {
             Response(status: status, headers: headers.merging(["Content-Type": "text/plain; charset=utf-8"]) { a, _ in a }, body: Array(text.utf8))
@@ -89,4 +107,14 @@ public final class WebEndpoints: Sendable {
             return made
         }
     }
+}
+
+/// Where a body written in pieces goes (the server's connection): every call from any thread,
+/// queued in order. `end` finishes the body; `close` abandons the connection.
+public protocol WebBodyWriter: AnyObject, Sendable {
+    func write(_ bytes: [UInt8])
+    func end()
+    func close()
+    /// False once the peer left, or the body was ended or closed.
+    var isOpen: Bool { get }
 }

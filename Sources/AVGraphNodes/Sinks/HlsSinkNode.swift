@@ -1,5 +1,6 @@
 import AVGraph
 import Foundation
+import Synchronization
 
 /// `hls`: encoded renditions and one audio stream to an HLS presentation a static web server
 /// can serve: a master playlist at `path` naming one media playlist per rendition
@@ -11,6 +12,12 @@ import Foundation
 /// rendition has nothing to line up with: it may be cut at its own keyframes). Every
 /// file reaches its name whole (written beside it, renamed): a player never reads half a segment
 /// or playlist, and a kill -9 leaves playlists naming only complete segments (HlsWriter).
+///
+/// With `low-latency: PART` the presentation is Low-Latency HLS (RFC 8216bis): avgraph cuts
+/// each rendition itself into CMAF parts of at most PART (a chunk per picture within them),
+/// and the run's `--http` server serves it at `/hls/NODE/` with blocking playlist reload,
+/// preload hints streamed as they are written, rendition reports and delta updates
+/// (LowLatencyHlsWriter, LowLatencyPresentation). The disk gets the classic presentation beside it.
 public final class HlsSinkNode: Sink, Node {
     public static let typeName = "hls"
     public static let summary = "writes HLS: a master playlist, and per rendition a media playlist with fMP4 or TS segments"
@@ -29,7 +36,9 @@ public final class HlsSinkNode: Sink, Node {
         doc: "segment format: fmp4 (CMAF, .m4s with an init.mp4) or ts (MPEG-TS)")
     static let overwrite = Setting.bool("overwrite", default: false,
         doc: "replace an existing presentation at path (its renditions' playlists and segments are removed first)")
-    public static let options = [path.spec, segment.spec, window.spec, container.spec, overwrite.spec]
+    static let lowLatency = Setting.duration("low-latency", 0.1...1,
+        doc: "write Low-Latency HLS with parts of at most this long (200ms is usual), served by the run's --http server at /hls/NODE/ (blocking playlist reload, preload hints, delta updates); fmp4 only; the disk gets the classic presentation")
+    public static let options = [path.spec, segment.spec, window.spec, container.spec, overwrite.spec, lowLatency.spec]
 
     static let windowRange = 1...10_000
 
@@ -60,6 +69,15 @@ public final class HlsSinkNode: Sink, Node {
         }
         _ = try window(n[Self.window])
         let segment = n[Self.segment]
+        if let part = n[Self.lowLatency] {
+            guard n[Self.container] == .fmp4 else {
+                throw NegotiationError("low-latency HLS is written as CMAF (fmp4), not TS", option: "container", hint: "remove container: ts")
+            }
+            guard part * 2 <= segment + 1e-9 else {
+                throw NegotiationError(String(format: "a part (%gs) must be at most half a segment (%gs)", part, segment), option: "low-latency",
+                                       hint: "low-latency: 200ms with segments of 1-2 s")
+            }
+        }
         let videos = n.inputs(on: "video")
         guard !videos.isEmpty else { throw NegotiationError("needs at least one encoded video input (a rendition)") }
         let ts = n[Self.container] == .ts
@@ -118,6 +136,9 @@ public final class HlsSinkNode: Sink, Node {
     /// Per input: the rendition it feeds, or nil for the audio.
     private let renditionOf: [Int?]
     private var writer: HlsWriter?
+    private var lowLatencyWriter: LowLatencyHlsWriter?
+    private let partTarget: Double?
+    private let served: ServedPresentation?
     private var firstStream: [EncodedStream?]
     private var ended: [Bool]
     /// Packets that came before every input had shown its stream (the header needs them all).
@@ -142,6 +163,14 @@ public final class HlsSinkNode: Sink, Node {
         frameRates = videos.map(\.format.frameRate)
         firstStream = Array(repeating: nil, count: setup.inputs.count)
         ended = Array(repeating: false, count: setup.inputs.count)
+        partTarget = setup[Self.lowLatency]
+        if partTarget != nil, let web = setup.web {
+            let served = ServedPresentation()
+            web.route("/hls/\(setup.name)") { [name = setup.name] request in served.answer(request, node: name) }
+            self.served = served
+        } else {
+            served = nil
+        }
         let folder = (master as NSString).deletingLastPathComponent
         if !folder.isEmpty && !FileManager.default.fileExists(atPath: folder) {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
@@ -170,7 +199,7 @@ public final class HlsSinkNode: Sink, Node {
 
     override public func receive(_ buffer: MediaBuffer, input: Int, _ out: Outlet) throws {
         guard let packet = buffer.packet else { return }
-        if writer != nil { return try write(packet, input: input) }
+        if writer != nil || lowLatencyWriter != nil { return try write(packet, input: input) }
         if firstStream[input] == nil { firstStream[input] = packet.stream }
         waiting.append((input, packet))
         if waiting.count > Self.maxWaiting {
@@ -194,7 +223,7 @@ public final class HlsSinkNode: Sink, Node {
     }
 
     private func startWhenEveryInputShowed() throws {
-        guard writer == nil, firstStream.indices.allSatisfy({ firstStream[$0] != nil || ended[$0] }) else { return }
+        guard writer == nil, lowLatencyWriter == nil, firstStream.indices.allSatisfy({ firstStream[$0] != nil || ended[$0] }) else { return }
         var renditions: [HlsWriter.Rendition] = []
         var audio: EncodedStream?
         for (input, stream) in firstStream.enumerated() {
@@ -206,15 +235,29 @@ public final class HlsSinkNode: Sink, Node {
             }
             renditions.append(.init(name: names[r], video: stream, frameRate: frameRates[r]))
         }
-        writer = try HlsWriter(master: master, renditions: renditions, audio: audio, segmentSeconds: segmentSeconds,
-                               window: windowSize, format: format)
+        if let partTarget {
+            // Time zero of every rendition's fragments: the earliest packet that came.
+            let origin = waiting.map { Double($0.packet.dts == Int64.min ? $0.packet.pts : $0.packet.dts) * $0.packet.timeBase.double }.min() ?? 0
+            let writer = try LowLatencyHlsWriter(master: master, renditions: renditions, audio: audio, origin: origin, segmentSeconds: segmentSeconds,
+                                                 partTarget: partTarget, window: windowSize)
+            lowLatencyWriter = writer
+            served?.start(writer.presentation)
+        } else {
+            writer = try HlsWriter(master: master, renditions: renditions, audio: audio, segmentSeconds: segmentSeconds,
+                                   window: windowSize, format: format)
+        }
         let queued = waiting
         waiting.removeAll()
         for (input, packet) in queued { try write(packet, input: input) }
     }
 
     private func write(_ packet: Packet, input: Int) throws {
-        guard let writer, firstStream[input] != nil else { return }
+        guard firstStream[input] != nil else { return }
+        if let lowLatencyWriter {
+            if let r = renditionOf[input] { try lowLatencyWriter.write(video: packet, rendition: r) } else { try lowLatencyWriter.write(audio: packet) }
+            return
+        }
+        guard let writer else { return }
         if let r = renditionOf[input] {
             try writer.write(video: packet, rendition: r)
         } else {
@@ -229,6 +272,7 @@ public final class HlsSinkNode: Sink, Node {
             for i in ended.indices { ended[i] = true }
             if firstStream.contains(where: { $0 != nil }) { try startWhenEveryInputShowed() }
         }
+        if let lowLatencyWriter { return try lowLatencyWriter.finish() }
         guard let writer else {
             out.warning("no media arrived; '\(master)' was not written")
             return
@@ -240,5 +284,25 @@ public final class HlsSinkNode: Sink, Node {
         guard !done else { return }
         done = true
         writer?.abort()
+        lowLatencyWriter?.abort()
+    }
+}
+
+/// The route of a low-latency `hls` node on the run's server: 503 until its writer has begun
+/// (the first packets of every input), then its presentation's answers.
+final class ServedPresentation: Sendable {
+    private let presentation = Mutex<LowLatencyPresentation?>(nil)
+
+    func start(_ p: LowLatencyPresentation) { presentation.withLock { $0 = p } }
+
+    func answer(_ r: WebEndpoints.Request, node: String) -> WebEndpoints.Response {
+        let prefix = "/hls/\(node)/"
+        guard r.path.hasPrefix(prefix) else {
+            return .text(404, "404: the presentation's files are below \(prefix)\n", headers: LowLatencyPresentation.cors)
+        }
+        guard let p = presentation.withLock({ $0 }) else {
+            return .text(503, "503: the presentation has not begun (no packet yet)\n", headers: LowLatencyPresentation.cors.merging(["Retry-After": "1"]) { a, _ in a })
+        }
+        return p.answer(method: r.method, rest: String(r.path.dropFirst(prefix.count)), query: r.query)
     }
 }
