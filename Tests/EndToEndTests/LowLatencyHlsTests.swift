@@ -41,13 +41,20 @@ final class LowLatencyHlsTests: XCTestCase {
     final class Watcher: @unchecked Sendable {
         let process = Process()
         let output = Pipe()
+        let command: String
+        /// What it says on stderr, kept for a failure's message.
+        let errorPath: String
         private var data = Data()
         private let lock = NSLock()
         init(_ args: [String]) throws {
+            command = args.prefix(4).joined(separator: " ")
             process.executableURL = URL(fileURLWithPath: args[0])
             process.arguments = Array(args.dropFirst())
             process.standardOutput = output
-            process.standardError = FileHandle.standardError
+            process.standardInput = FileHandle.nullDevice
+            errorPath = NSTemporaryDirectory() + "watcher-\(UUID().uuidString).err"
+            _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: errorPath)
             output.fileHandleForReading.readabilityHandler = { [weak self] h in
                 let d = h.availableData
                 self?.lock.lock(); self?.data.append(d); self?.lock.unlock()
@@ -59,7 +66,12 @@ final class LowLatencyHlsTests: XCTestCase {
             output.fileHandleForReading.readabilityHandler = nil
             lock.lock(); defer { lock.unlock() }
             data.append(output.fileHandleForReading.readDataToEndOfFile())
-            return try XCTUnwrap(try JSONSerialization.jsonObject(with: data) as? [String: Any], String(decoding: data, as: UTF8.self))
+            guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+                throw NSError(domain: "Watcher", code: Int(process.terminationStatus),
+                              userInfo: [NSLocalizedDescriptionKey: "\(command) exited \(process.terminationStatus) saying: \(String(decoding: data, as: UTF8.self)); stderr ends: "
+                                         + String(((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "").suffix(1500))])
+            }
+            return object
         }
     }
 
@@ -162,13 +174,22 @@ final class LowLatencyHlsTests: XCTestCase {
         addTeardownBlock { if run.process.isRunning { run.process.terminate() } }
         XCTAssertNotNil(run.waitFor { $0["event"] as? String == "listening" }, run.stderr)
         let base = "http://127.0.0.1:\(port)/hls/out/360p/"
-        XCTAssertEqual(try Self.get(base + "index.m3u8").status, 503, "before the first packet")
+        // Asked before the phone sends anything: held until the presentation begins.
+        let early = Process()
+        early.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        early.arguments = ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + "index.m3u8"]
+        let earlyOut = Pipe()
+        early.standardOutput = earlyOut
+        try early.run()
+        Thread.sleep(forTimeInterval: 1)
         let publisher = Process()
         publisher.executableURL = URL(fileURLWithPath: CLI.packageRoot + "/scripts/rtmp-publish")
         publisher.arguments = [dir + "/phone.flv", "rtmp://127.0.0.1:\(rtmp)/live/phone"]
         try publisher.run()
         addTeardownBlock { if publisher.isRunning { kill(publisher.processIdentifier, SIGCONT); publisher.terminate() } }
         Thread.sleep(forTimeInterval: 8)
+        early.waitUntilExit()
+        XCTAssertEqual(String(decoding: earlyOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self), "200", "a request before the first packet is answered once it comes")
 
         let playlist = try Self.get(base + "index.m3u8")
         XCTAssertEqual(playlist.status, 200)
@@ -177,7 +198,7 @@ final class LowLatencyHlsTests: XCTestCase {
         XCTAssertEqual(try Self.get(base + "index.m3u8?_HLS_msn=\(edge.msn + 10)").status, 400, "more than two segments ahead")
         XCTAssertEqual(try Self.get(base + String(format: "seg_%05d.p0.m4s", edge.msn + 10)).status, 400, "a part far in the future")
         XCTAssertEqual(try Self.get(base + String(format: "seg_%05d.p40.m4s", edge.msn)).status, 400, "a part past any segment's last")
-        XCTAssertEqual(try Self.get(base + "seg_00000.m4s").status, 404, "a segment gone from the window of 3")
+        XCTAssertEqual(try Self.get(base + "seg_00000.m4s").status, 404, "a segment gone from the window of 3, and kept a window more")
         XCTAssertEqual(try Self.get(base + "seg_00000.p1.m4s").status, 404, "its part too")
         XCTAssertEqual(try Self.get(base + "seg_x.m4s").status, 404)
         XCTAssertEqual(try Self.get("http://127.0.0.1:\(port)/hls/out/master.m3u8", method: "POST").status, 405)

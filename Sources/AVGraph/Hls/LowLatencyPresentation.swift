@@ -135,8 +135,10 @@ public final class LowLatencyPresentation: @unchecked Sendable {
         }
     }
 
-    /// The part being written is complete: `bytes` are its chunks joined.
-    public func completePart(duration: Double, independent: Bool, bytes: [UInt8], rendition r: Int) {
+    /// The part being written is complete: `bytes` are its chunks joined. `segment`: it is the
+    /// last of its segment, which is complete with it (its duration, its parts joined): one change,
+    /// so no playlist ever hints at a part after a segment's last.
+    public func completePart(duration: Double, independent: Bool, bytes: [UInt8], segment: (duration: Double, bytes: [UInt8])?, rendition r: Int) {
         change { s in
             guard let writing = s.renditions[r].writing else { return [] }
             s.renditions[r].writing = nil
@@ -145,29 +147,17 @@ public final class LowLatencyPresentation: @unchecked Sendable {
             s.renditions[r].parts[writing.msn, default: []].append(bytes)
             for stream in s.renditions[r].streams { stream.writer.end() }
             s.renditions[r].streams.removeAll()
+            if let segment {
+                s.renditions[r].playlist.segments[last].duration = segment.duration
+                s.renditions[r].segments[writing.msn] = segment.bytes
+                // The oldest leaves the window in the same change: no playlist lists one more than the window.
+                if let window = shape.window, s.renditions[r].playlist.segments.count(where: { $0.duration != nil }) > window {
+                    let gone = s.renditions[r].playlist.segments.removeFirst().msn
+                    s.renditions[r].parts[gone] = nil
+                }
+                Self.trim(&s.renditions[r], keepInMemory: 2 * (shape.window ?? 5) + 1)
+            }
             return [.partCompleted]
-        }
-    }
-
-    /// The segment being written is complete (its last part already is); `bytes` are its parts joined.
-    public func completeSegment(duration: Double, bytes: [UInt8], rendition r: Int) {
-        change { s in
-            let last = s.renditions[r].playlist.segments.count - 1
-            s.renditions[r].playlist.segments[last].duration = duration
-            let msn = s.renditions[r].playlist.segments[last].msn
-            s.renditions[r].segments[msn] = bytes
-            Self.trim(&s.renditions[r], keepInMemory: shape.window ?? 10)
-            return [.segmentCompleted]
-        }
-    }
-
-    /// The segment `msn` left the window (its file is deleted).
-    public func remove(segment msn: Int, rendition r: Int) {
-        change { s in
-            s.renditions[r].playlist.segments.removeAll { $0.msn == msn }
-            s.renditions[r].segments[msn] = nil
-            s.renditions[r].parts[msn] = nil
-            return []
         }
     }
 
@@ -212,14 +202,12 @@ public final class LowLatencyPresentation: @unchecked Sendable {
             if behind > r.playlist.partSpan { break }
         }
         r.parts = r.parts.filter { $0.key >= keepPartsFrom - 1 }
-        let complete = segments.filter { $0.duration != nil }.map(\.msn)
-        if complete.count > keepInMemory {
-            let oldest = complete[complete.count - keepInMemory]
-            r.segments = r.segments.filter { $0.key >= oldest }
+        if let newest = segments.last(where: { $0.duration != nil })?.msn {
+            r.segments = r.segments.filter { $0.key > newest - keepInMemory }
         }
     }
 
-    private enum Event { case partBegan, partCompleted, segmentCompleted, master, ended }
+    private enum Event { case partBegan, partCompleted, master, ended }
 
     /// Applies a change of the writer's, then answers the waiters it satisfies (outside the lock).
     private func change(_ body: (inout State) -> [Event]) {
@@ -313,8 +301,10 @@ public final class LowLatencyPresentation: @unchecked Sendable {
         if msn > edge + 2 { return Self.text(400, "400: segment \(msn) is more than two past the playlist's last (\(edge))\n") }
         let maxParts = Int((Double(shape.targetDuration) / shape.partTarget).rounded(.up)) + 2
         if let part, part >= maxParts { return Self.text(400, "400: a segment here has at most \(maxParts) parts\n") }
-        if msn < first { return Self.text(404, "404: segment \(msn) has left the window\n") }
-        if let part { return hold(.part(msn: msn, part: part), rendition: r) }
+        if let part {
+            if msn < first { return Self.text(404, "404: segment \(msn) has left the window, and its parts\n") }
+            return hold(.part(msn: msn, part: part), rendition: r)
+        }
         return hold(.segment(msn: msn), rendition: r)
     }
 
@@ -365,11 +355,11 @@ public final class LowLatencyPresentation: @unchecked Sendable {
             // A blocking request's URL names one version of the playlist: a cache may keep it.
             return Self.playlist(text, maxAge: msn < 0 ? 1 : 60)
         case .segment(let msn):
+            if let bytes = rendition.segments[msn] { return media(bytes) }
             guard let segment = rendition.playlist.segments.first(where: { $0.msn == msn }) else {
                 return msn < (rendition.playlist.segments.first?.msn ?? 0) || rendition.playlist.ended ? Self.text(404, "404: no segment \(msn)\n") : nil
             }
             guard segment.duration != nil else { return rendition.playlist.ended ? Self.text(404, "404: segment \(msn) was never finished\n") : nil }
-            if let bytes = rendition.segments[msn] { return media(bytes) }
             let path = "\(shape.folder)/\(rendition.playlist.name)/\(LowLatencyPlaylist.segmentURI(msn))"
             guard let data = FileManager.default.contents(atPath: path) else { return Self.text(404, "404: segment \(msn) is gone\n") }
             return media([UInt8](data))

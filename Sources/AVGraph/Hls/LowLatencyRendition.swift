@@ -99,7 +99,7 @@ final class LowLatencyRendition {
             try completeSegment(at: v.time)
             beginSegment(at: v.time, date: date)
         } else if let p = part, v.time + v.duration > p.start + partTarget + 1e-6 {
-            completePart(at: v.time)
+            try completePart(at: v.time)
             part = (v.time, v.packet.isKeyframe, [])
         }
         return true
@@ -112,31 +112,35 @@ final class LowLatencyRendition {
         part = (time, true, [])
     }
 
-    private func completePart(at time: Double) {
+    /// Completes the part being written; `endingSegment`: and the segment with it.
+    private func completePart(at time: Double, endingSegment: Bool = false) throws {
         guard let p = part, !p.chunks.isEmpty else { return }
+        part = nil
         let bytes = p.chunks.flatMap { $0 }
         segment?.parts.append(bytes)
-        presentation.completePart(duration: time - p.start, independent: p.independent, bytes: bytes, rendition: index)
-        part = nil
+        var whole: (duration: Double, bytes: [UInt8])?
+        if endingSegment, let s = segment {
+            whole = (time - s.start, s.parts.flatMap { $0 })
+            // On disk before any playlist names it.
+            try Self.writeWhole(whole!.bytes, to: "\(folder)/\(LowLatencyPlaylist.segmentURI(s.msn))")
+        }
+        presentation.completePart(duration: time - p.start, independent: p.independent, bytes: bytes, segment: whole, rendition: index)
     }
 
     private func completeSegment(at time: Double) throws {
-        completePart(at: time)
+        try completePart(at: time, endingSegment: true)
         guard let s = segment, !s.parts.isEmpty else { return }
         segment = nil
-        let bytes = s.parts.flatMap { $0 }
-        try Self.writeWhole(bytes, to: "\(folder)/\(LowLatencyPlaylist.segmentURI(s.msn))")
-        presentation.completeSegment(duration: time - s.start, bytes: bytes, rendition: index)
-        measured = (measured.bytes + bytes.count, measured.seconds + time - s.start)
+        let bytes = s.parts.reduce(0) { $0 + $1.count }
+        measured = (measured.bytes + bytes, measured.seconds + time - s.start)
         complete.append(s.msn)
-        var gone: Int?
-        if let window, complete.count > window {
-            gone = complete.removeFirst()
-            presentation.remove(segment: gone!, rendition: index)
-        }
+        // The presentation let the oldest go with this one (its bytes stay a window longer, RFC 8216bis 6.2.2).
+        if let window, complete.count > window { complete.removeFirst() }
         try writePlaylist()
-        // Deleted once the playlist on disk stops naming it.
-        if let gone { try? FileManager.default.removeItem(atPath: "\(folder)/\(LowLatencyPlaylist.segmentURI(gone))") }
+        // Deleted a window after the playlist stops naming it: a player that read it just before may still ask.
+        if let window, let first = complete.first, first - window - 1 >= 0 {
+            try? FileManager.default.removeItem(atPath: "\(folder)/\(LowLatencyPlaylist.segmentURI(first - window - 1))")
+        }
     }
 
     func writePlaylist() throws {
