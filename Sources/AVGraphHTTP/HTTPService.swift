@@ -64,7 +64,8 @@ public final class HTTPService: Sendable {
             return
         }
         channel.closeFuture.whenComplete { [connections] _ in connections.remove(channel) }
-        let firstRequestBy = NIODeadline.now() + limits.request
+        // The loop's clock: an embedded loop (the fuzz target's) keeps a time of its own.
+        let firstRequestBy = channel.eventLoop.now + limits.request
         guard let tls else {
             try configureHTTP1(channel, firstRequestBy: firstRequestBy)
             return
@@ -111,7 +112,7 @@ public final class HTTPService: Sendable {
             stream.eventLoop.makeCompletedFuture {
                 let streamPipeline = stream.pipeline.syncOperations
                 try streamPipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                try streamPipeline.addHandler(HTTPConnectionHandler(service: self, connection: channel, firstRequestBy: .now() + self.limits.request))
+                try streamPipeline.addHandler(HTTPConnectionHandler(service: self, connection: channel, firstRequestBy: stream.eventLoop.now + self.limits.request))
             }
         }
     }
@@ -204,7 +205,7 @@ private final class HTTP2ConnectionDeadline: NIOHTTP2StreamDelegate {
 
     func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
         state.value.openStreams = max(0, state.value.openStreams - 1)
-        if state.value.openStreams == 0 { arm(.now() + idle) }
+        if state.value.openStreams == 0 { arm(connection.eventLoop.now + idle) }
     }
 
     private func arm(_ by: NIODeadline) {
