@@ -219,6 +219,52 @@ print(json.dumps(out))
         XCTAssertEqual(closed.value, 5, "onClose once for each answer, the HEAD's included")
     }
 
+    /// A client that asks for a body and does not read it: the writer's queue passes 4 MB while
+    /// the socket takes nothing, and the server closes the connection (the client then reads to
+    /// its end, far short of what the route would write).
+    func testAClientThatDoesNotReadIsClosed() throws {
+        let dir = CLI.scratch()
+        let closed = Counter()
+        let server = try server(dir, tls: false) { _ in
+            .chunked(status: 200, contentType: "application/octet-stream") { writer in
+                writer.onClose { closed.add() }
+                DispatchQueue.global().async {
+                    let piece = [UInt8](repeating: 0x61, count: 64 * 1024), end = Date() + 15
+                    while writer.isOpen && Date() < end {
+                        writer.write(piece)
+                        usleep(1000)
+                    }
+                }
+            }
+        }
+        defer { server.close() }
+        let seen = try XCTUnwrap(PythonWitness.run(Self.notReading, [String(server.address.port)]) as? [String: Any])
+        print("a client that does not read: \(seen)")
+        XCTAssertEqual(seen["eof"] as? Bool, true, "the server closed it")
+        XCTAssertLessThan(seen["received"] as? Int ?? .max, 64 * 1024 * 1024)
+        XCTAssertEqual(closed.value, 1)
+    }
+
+    static let notReading = #"""
+import json, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /firehose HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+time.sleep(4)
+s.settimeout(5)
+received, eof = 0, False
+try:
+    while True:
+        data = s.recv(1 << 20)
+        if not data:
+            eof = True
+            break
+        received += len(data)
+except OSError: pass
+print(json.dumps({"received": received, "eof": eof}))
+"""#
+
     /// `count` requests held by a `.later` route until all of them are in, then answered at once:
     /// each held a place (HTTP/1.1: a connection; HTTP/2: a stream) at the same time.
     private final class Gate: @unchecked Sendable {
