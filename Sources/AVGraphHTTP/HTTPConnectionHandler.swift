@@ -75,7 +75,7 @@ final class HTTPConnectionHandler: ChannelInboundHandler {
                 answering = true
                 service.connections.answering(connection)
             }
-            arm(context, .now() + service.limits.request)
+            arm(context, context.eventLoop.now + service.limits.request)
             head = h
             body = []
             oversized = h.headers.first(name: "content-length").flatMap { Int($0) }.map { $0 > service.limits.body } ?? false
@@ -195,7 +195,7 @@ final class HTTPConnectionHandler: ChannelInboundHandler {
         // Waiting before the end goes out: writing it hands over the next pipelined request at once.
         if keepAlive {
             answered()
-            arm(context, .now() + service.limits.idle)
+            arm(context, context.eventLoop.now + service.limits.idle)
         }
         let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         if !keepAlive {

@@ -64,7 +64,8 @@ public final class HTTPService: Sendable {
             return
         }
         channel.closeFuture.whenComplete { [connections] _ in connections.remove(channel) }
-        let firstRequestBy = NIODeadline.now() + limits.request
+        // The loop's clock: an embedded loop (the fuzz target's) keeps a time of its own.
+        let firstRequestBy = channel.eventLoop.now + limits.request
         guard let tls else {
             try configureHTTP1(channel, firstRequestBy: firstRequestBy)
             return
@@ -105,14 +106,15 @@ public final class HTTPService: Sendable {
             HTTP2Setting(parameter: .maxHeaderListSize, value: limits.header),
         ]
         let pipeline = channel.pipeline.syncOperations
-        _ = try pipeline.configureHTTP2Pipeline(mode: .server, connectionConfiguration: connection, streamConfiguration: .init()) { stream in
+        let deadline = HTTP2ConnectionDeadline(connection: channel, firstRequestBy: firstRequestBy, idle: limits.idle)
+        _ = try pipeline.configureHTTP2Pipeline(mode: .server, connectionConfiguration: connection, streamConfiguration: .init(),
+                                                streamDelegate: deadline) { stream in
             stream.eventLoop.makeCompletedFuture {
                 let streamPipeline = stream.pipeline.syncOperations
                 try streamPipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                try streamPipeline.addHandler(HTTPConnectionHandler(service: self, connection: channel, firstRequestBy: .now() + self.limits.request))
+                try streamPipeline.addHandler(HTTPConnectionHandler(service: self, connection: channel, firstRequestBy: stream.eventLoop.now + self.limits.request))
             }
         }
-        try pipeline.addHandler(HTTP2ConnectionDeadline(firstRequestBy: firstRequestBy, idle: limits.idle))
     }
 
     /// Streams one HTTP/2 connection may have open at once: a player holds a few (a blocked
@@ -174,42 +176,40 @@ private final class HTTPRefusal: ChannelInboundHandler {
 }
 
 /// An HTTP/2 connection's own deadlines (its streams keep theirs): a first stream by the first
-/// request's deadline, and another within `idle` of the last one closing.
-private final class HTTP2ConnectionDeadline: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    private let firstRequestBy: NIODeadline
+/// request's deadline, and another within `idle` of the last one closing. NIOHTTP2 tells a
+/// delegate of its streams (its inline multiplexer passes no stream events down the pipeline);
+/// it calls it on the connection's event loop, where the state is kept.
+private final class HTTP2ConnectionDeadline: NIOHTTP2StreamDelegate {
+    private struct State {
+        var openStreams = 0
+        var deadline: Scheduled<Void>?
+    }
+
+    private let connection: any Channel
     private let idle: TimeAmount
-    private var openStreams = 0
-    private var deadline: Scheduled<Void>?
+    private let state: NIOLoopBoundBox<State>
 
-    init(firstRequestBy: NIODeadline, idle: TimeAmount) {
-        self.firstRequestBy = firstRequestBy
+    /// On the connection's event loop.
+    init(connection: any Channel, firstRequestBy: NIODeadline, idle: TimeAmount) {
+        self.connection = connection
         self.idle = idle
+        state = NIOLoopBoundBox(State(), eventLoop: connection.eventLoop)
+        arm(firstRequestBy)
+        connection.closeFuture.whenComplete { [state] _ in state.value.deadline?.cancel() }
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { arm(context, firstRequestBy) }
-
-    func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel() }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        deadline?.cancel()
-        context.fireChannelInactive()
+    func streamCreated(_ id: HTTP2StreamID, channel: any Channel) {
+        state.value.openStreams += 1
+        state.value.deadline?.cancel()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is NIOHTTP2StreamCreatedEvent {
-            openStreams += 1
-            deadline?.cancel()
-        } else if event is StreamClosedEvent {
-            openStreams = max(0, openStreams - 1)
-            if openStreams == 0 { arm(context, .now() + idle) }
-        }
-        context.fireUserInboundEventTriggered(event)
+    func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
+        state.value.openStreams = max(0, state.value.openStreams - 1)
+        if state.value.openStreams == 0 { arm(connection.eventLoop.now + idle) }
     }
 
-    private func arm(_ context: ChannelHandlerContext, _ by: NIODeadline) {
-        deadline?.cancel()
-        let channel = context.channel
-        deadline = context.eventLoop.scheduleTask(deadline: by) { channel.close(promise: nil) }
+    private func arm(_ by: NIODeadline) {
+        state.value.deadline?.cancel()
+        state.value.deadline = connection.eventLoop.scheduleTask(deadline: by) { [connection] in connection.close(promise: nil) }
     }
 }
