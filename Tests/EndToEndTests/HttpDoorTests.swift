@@ -177,7 +177,7 @@ print(json.dumps(out))
 
     func testTricklingClientsDoNotShutThePageOut() throws {
         let dir = CLI.scratch()
-        let (run, port) = try startRun(dir, seconds: 40)
+        let (run, port) = try startRun(dir, seconds: 40, ["--http-connections", "64"])
         defer { if run.process.isRunning { run.process.terminate() } }
         let seen = try XCTUnwrap(PythonWitness.run(Self.trickle, [String(port), "300"]) as? [String: Any])
         print("beside 300 trickling clients: \(seen)")
