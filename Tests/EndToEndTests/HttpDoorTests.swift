@@ -7,7 +7,7 @@ import XCTest
 /// the page over TLS. Real chromium, real sockets, the run's recording checked after.
 final class HttpDoorTests: XCTestCase {
     /// A run of pipelines/live.pipe with the page on a free loopback port.
-    private func startRun(_ dir: String, seconds: Int, _ extra: [String] = []) throws -> (run: BackgroundRun, port: Int) {
+    static func startRun(_ dir: String, seconds: Int, _ extra: [String] = []) throws -> (run: BackgroundRun, port: Int) {
         let port = try LoopbackPort.free()
         let run = try BackgroundRun(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http", "127.0.0.1:\(port)", "--duration", "\(seconds)s",
                                      "--events", "json", "--control", dir + "/ctl.sock", "--set", "out.path=\(dir)/live.mp4"] + extra)
@@ -30,7 +30,7 @@ final class HttpDoorTests: XCTestCase {
 
     func testAPageOfAnotherOriginSendingMalformedQueriesLeavesTheRunWhole() throws {
         let dir = CLI.scratch()
-        let (run, port) = try startRun(dir, seconds: 10)
+        let (run, port) = try Self.startRun(dir, seconds: 10)
         defer { if run.process.isRunning { run.process.terminate() } }
         // The stranger's page, served from another origin: another loopback port.
         let site = dir + "/site"
@@ -93,7 +93,7 @@ final class HttpDoorTests: XCTestCase {
     func testForeignHostGetsNothingAndAForeignOriginCannotCommand() throws {
         let dir = CLI.scratch()
         let metricsPort = try LoopbackPort.free()
-        let (run, port) = try startRun(dir, seconds: 8, ["--http-host", "studio.test", "--metrics", "127.0.0.1:\(metricsPort)"])
+        let (run, port) = try Self.startRun(dir, seconds: 8, ["--http-host", "studio.test", "--metrics", "127.0.0.1:\(metricsPort)"])
         defer { if run.process.isRunning { run.process.terminate() } }
         let base = "http://127.0.0.1:\(port)"
         let page = try CLI.shell(["curl", "-s", "--max-time", "5", base + "/"])
@@ -177,7 +177,7 @@ print(json.dumps(out))
 
     func testTricklingClientsDoNotShutThePageOut() throws {
         let dir = CLI.scratch()
-        let (run, port) = try startRun(dir, seconds: 40, ["--http-connections", "64"])
+        let (run, port) = try Self.startRun(dir, seconds: 40, ["--http-connections", "64"])
         defer { if run.process.isRunning { run.process.terminate() } }
         let seen = try XCTUnwrap(PythonWitness.run(Self.trickle, [String(port), "300"]) as? [String: Any])
         print("beside 300 trickling clients: \(seen)")
@@ -197,7 +197,7 @@ print(json.dumps(out))
         let (cert, key) = (dir + "/cert.pem", dir + "/key.pem")
         _ = try CLI.shell(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
                            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
-        let (run, port) = try startRun(dir, seconds: 10, ["--http-tls", "\(cert),\(key)"])
+        let (run, port) = try Self.startRun(dir, seconds: 10, ["--http-tls", "\(cert),\(key)"])
         defer { if run.process.isRunning { run.process.terminate() } }
         XCTAssertTrue(run.stderr.contains("operator page: https://127.0.0.1:\(port)/"), run.stderr)
         XCTAssertNotEqual(try status("http://127.0.0.1:\(port)/"), "200", "no page in clear at a TLS port")

@@ -15,14 +15,6 @@ final class HttpTwoTests: XCTestCase {
         return (cert, key)
     }
 
-    private func startRun(_ dir: String, seconds: Int, _ extra: [String] = []) throws -> (run: BackgroundRun, port: Int) {
-        let port = try LoopbackPort.free()
-        let run = try BackgroundRun(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http", "127.0.0.1:\(port)", "--duration", "\(seconds)s",
-                                     "--events", "json", "--control", dir + "/ctl.sock", "--set", "out.path=\(dir)/live.mp4"] + extra)
-        XCTAssertNotNil(run.waitFor { $0["event"] as? String == "start" }, run.stderr)
-        return (run, port)
-    }
-
     /// curl's `-w` output for `url` fetched into `into`.
     private func fetch(_ url: String, into path: String, _ extra: [String]) throws -> String {
         try CLI.shell(["curl", "-k", "-sS", "--max-time", "10", "-o", path, "-w", "%{http_version} %{http_code}"] + extra + [url])
@@ -33,7 +25,7 @@ final class HttpTwoTests: XCTestCase {
     func testTLSOffersHTTP2AndStillHTTP1AndTheRulesHold() throws {
         let dir = CLI.scratch()
         let (cert, key) = try certificate(dir)
-        let (run, port) = try startRun(dir, seconds: 8, ["--http-tls", "\(cert),\(key)"])
+        let (run, port) = try HttpDoorTests.startRun(dir, seconds: 8, ["--http-tls", "\(cert),\(key)"])
         defer { if run.process.isRunning { run.process.terminate() } }
         let base = "https://127.0.0.1:\(port)"
         XCTAssertEqual(try fetch(base + "/", into: dir + "/h2.html", ["--http2"]), "2 200")
@@ -53,7 +45,7 @@ final class HttpTwoTests: XCTestCase {
 
     func testPlainHTTPStaysHTTP1() throws {
         let dir = CLI.scratch()
-        let (run, port) = try startRun(dir, seconds: 4)
+        let (run, port) = try HttpDoorTests.startRun(dir, seconds: 4)
         defer { if run.process.isRunning { run.process.terminate() } }
         // curl asks for an upgrade to h2c; the server answers in HTTP/1.1.
         XCTAssertEqual(try fetch("http://127.0.0.1:\(port)/api/stats", into: "/dev/null", ["--http2"]), "1.1 200")
@@ -78,7 +70,7 @@ final class HttpTwoTests: XCTestCase {
     func testThreeHundredConcurrentStreamsAreAllAnswered() throws {
         let dir = CLI.scratch()
         let (cert, key) = try certificate(dir)
-        let (run, port) = try startRun(dir, seconds: 10, ["--http-tls", "\(cert),\(key)"])
+        let (run, port) = try HttpDoorTests.startRun(dir, seconds: 10, ["--http-tls", "\(cert),\(key)"])
         defer { if run.process.isRunning { run.process.terminate() } }
         let lines = try threeHundredStreams("https://127.0.0.1:\(port)/api/graph", into: dir)
         XCTAssertTrue(lines.allSatisfy { $0.hasPrefix("2 200 ") })
@@ -95,7 +87,7 @@ final class HttpTwoTests: XCTestCase {
         let usage = try CLI.run(["run", CLI.packageRoot + "/pipelines/live.pipe", "--http-connections", "8"])
         XCTAssertTrue(usage.stderr.contains("--http-connections goes with --http"), usage.stderr)
 
-        let (run, port) = try startRun(dir, seconds: 20, ["--http-connections", "5"])
+        let (run, port) = try HttpDoorTests.startRun(dir, seconds: 20, ["--http-connections", "5"])
         defer { if run.process.isRunning { run.process.terminate() } }
         let seen = try XCTUnwrap(PythonWitness.run(Self.busy, [String(port)]) as? [String: Any])
         print("five busy connections and a sixth: \(seen)")

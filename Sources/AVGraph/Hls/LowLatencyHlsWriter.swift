@@ -68,7 +68,8 @@ public final class LowLatencyHlsWriter {
         let rate = Double(packet.stream.parameters.pointee.sample_rate)
         let frames = Double(packet.stream.parameters.pointee.frame_size)
         let t = timed(packet, fallback: rate > 0 && frames > 0 ? frames / rate : 0.02)
-        for cutter in cutters { try cutter.add(audio: .init(packet: packet.ref(), time: t.time, decodeTime: t.decodeTime, duration: t.duration), date: date) }
+        // One Packet for every rendition: each fragmenter takes its own reference when it writes it.
+        for cutter in cutters { try cutter.add(audio: t, date: date) }
     }
 
     /// Completes every rendition's last part and segment and ends the playlists (#EXT-X-ENDLIST).

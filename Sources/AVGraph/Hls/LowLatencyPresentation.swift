@@ -68,9 +68,6 @@ public final class LowLatencyPresentation: @unchecked Sendable {
         var master: String?
         var waiters: [Waiter] = []
         var closed = false
-        /// Requests answered and held, for the node's figures.
-        var answered = 0
-        var held = 0
     }
 
     public let shape: Shape
@@ -101,14 +98,14 @@ public final class LowLatencyPresentation: @unchecked Sendable {
     public func publish(initSegment: [UInt8], rendition r: Int) {
         change { s in
             s.renditions[r].initSegment = initSegment
-            return []
+            return false
         }
     }
 
     public func publish(master text: String) {
         change { s in
             s.master = text
-            return [.master]
+            return true
         }
     }
 
@@ -116,22 +113,22 @@ public final class LowLatencyPresentation: @unchecked Sendable {
     public func beginSegment(_ msn: Int, date: Date, rendition r: Int) {
         change { s in
             s.renditions[r].playlist.segments.append(.init(msn: msn, date: date))
-            return []
+            return false
         }
     }
 
     /// A CMAF chunk of the part being written: the first begins the part.
     public func append(chunk: [UInt8], rendition r: Int) {
         change { s in
-            var events: [Event] = []
+            var began = false
             let segment = s.renditions[r].playlist.segments[s.renditions[r].playlist.segments.count - 1]
             if s.renditions[r].writing == nil {
                 s.renditions[r].writing = (segment.msn, segment.parts.count, [])
-                events.append(.partBegan)
+                began = true
             }
             s.renditions[r].writing?.chunks.append(chunk)
             for stream in s.renditions[r].streams { stream.writer.write(chunk) }
-            return events
+            return began
         }
     }
 
@@ -140,7 +137,7 @@ public final class LowLatencyPresentation: @unchecked Sendable {
     /// so no playlist ever hints at a part after a segment's last.
     public func completePart(duration: Double, independent: Bool, bytes: [UInt8], segment: (duration: Double, bytes: [UInt8])?, rendition r: Int) {
         change { s in
-            guard let writing = s.renditions[r].writing else { return [] }
+            guard let writing = s.renditions[r].writing else { return false }
             s.renditions[r].writing = nil
             let last = s.renditions[r].playlist.segments.count - 1
             s.renditions[r].playlist.segments[last].parts.append(.init(duration: duration, independent: independent))
@@ -157,7 +154,7 @@ public final class LowLatencyPresentation: @unchecked Sendable {
                 }
                 Self.trim(&s.renditions[r], keepInMemory: 2 * (shape.window ?? 5) + 1)
             }
-            return [.partCompleted]
+            return true
         }
     }
 
@@ -169,7 +166,7 @@ public final class LowLatencyPresentation: @unchecked Sendable {
                 for stream in s.renditions[r].streams { stream.writer.close() }
                 s.renditions[r].streams.removeAll()
             }
-            return [.ended]
+            return true
         }
     }
 
@@ -207,13 +204,11 @@ public final class LowLatencyPresentation: @unchecked Sendable {
         }
     }
 
-    private enum Event { case partBegan, partCompleted, master, ended }
-
-    /// Applies a change of the writer's, then answers the waiters it satisfies (outside the lock).
-    private func change(_ body: (inout State) -> [Event]) {
+    /// Applies a change of the writer's; when it says a waiter may be satisfied now (a part began
+    /// or completed, the master came, the end), answers those it satisfies (outside the lock).
+    private func change(_ body: (inout State) -> Bool) {
         let ready = state.withLock { s -> [(Deliver, Response)] in
-            let events = body(&s)
-            guard !events.isEmpty else { return [] }
+            guard body(&s) else { return [] }
             for r in s.renditions.indices { s.renditions[r].rendered.removeAll() }
             var ready: [(Deliver, Response)] = []
             var still: [Waiter] = []
@@ -221,7 +216,6 @@ public final class LowLatencyPresentation: @unchecked Sendable {
                 if let response = resolve(w.kind, rendition: w.rendition, in: &s) { ready.append((w.deliver, response)) } else { still.append(w) }
             }
             s.waiters = still
-            s.answered += ready.count
             return ready
         }
         for (deliver, response) in ready { deliver(response) }
@@ -311,10 +305,7 @@ public final class LowLatencyPresentation: @unchecked Sendable {
     /// The answer now when there is one, else a waiter answered when the writer publishes it.
     private func hold(_ kind: Waiter.Kind, rendition r: Int) -> Response {
         let now = state.withLock { s -> Response? in
-            if let response = resolve(kind, rendition: r, in: &s) {
-                s.answered += 1
-                return response
-            }
+            if let response = resolve(kind, rendition: r, in: &s) { return response }
             if s.closed { return Self.text(503, "503: the presentation has stopped\n") }
             return nil
         }
@@ -326,7 +317,6 @@ public final class LowLatencyPresentation: @unchecked Sendable {
             let response = self.state.withLock { s -> Response? in
                 if let response = self.resolve(kind, rendition: r, in: &s) { return response }
                 s.waiters.append(Waiter(rendition: r, kind: kind, deadline: deadline, deliver: deliver))
-                s.held += 1
                 return nil
             }
             if let response { deliver(response) }
